@@ -1,0 +1,78 @@
+"""eegrad: EE-Grad, exploration and exploitation for cost-efficient mini-batch SGD.
+
+The public API; see ``paper/ee-grad.tex`` for the symbols.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._validation import (
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    NonFiniteGradientError,
+)
+from .arms import Arms
+from .objectives import LeastSquares, LogisticRegression, Objective, Quadratic, QuadraticForm
+from .oracle import (
+    CallableOracle,
+    Gaussian,
+    GaussianOracle,
+    MiniBatchOracle,
+    Rademacher,
+    RademacherOracle,
+    Truth,
+    Uniform,
+    UniformOracle,
+)
+from .rounds import GradientEstimate, estimate_gradient
+from .selectors import (
+    EEGrad,
+    FixedArm,
+    Greedy,
+    IndexSelector,
+    OptimalArm,
+    ProtocolError,
+    RoundRobin,
+    Selector,
+)
+from .sgd import SGDResult, run_sgd
+from .statistics import ArmStatistics
+
+try:
+    __version__ = version("eegrad")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "ArmStatistics",
+    "Arms",
+    "CallableOracle",
+    "EEGrad",
+    "FixedArm",
+    "Gaussian",
+    "GaussianOracle",
+    "GradientEstimate",
+    "Greedy",
+    "IndexSelector",
+    "InvalidParameterError",
+    "InvalidParameterTypeError",
+    "LeastSquares",
+    "LogisticRegression",
+    "MiniBatchOracle",
+    "NonFiniteGradientError",
+    "Objective",
+    "OptimalArm",
+    "ProtocolError",
+    "Quadratic",
+    "QuadraticForm",
+    "Rademacher",
+    "RademacherOracle",
+    "RoundRobin",
+    "SGDResult",
+    "Selector",
+    "Truth",
+    "Uniform",
+    "UniformOracle",
+    "__version__",
+    "estimate_gradient",
+    "run_sgd",
+]

@@ -1,0 +1,215 @@
+r"""Cost-fidelity functions C(θ) and aggregation costs D(n) (Section 2 of the paper).
+
+A stochastic gradient of fidelity θ > 0 costs C(θ), strictly increasing with
+:math:`\lim_{\theta \to 0} C(\theta) = c_{\min} \ge 0`. Averaging n gradients costs D(n),
+increasing with D(1) = 0. Both are unknown to EE-Grad; they define the arms through
+:func:`eegrad.Arms.from_costs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ._validation import check_callable, check_real, fail
+
+__all__ = [
+    "AggregationCost",
+    "CallableAggregation",
+    "CallableCost",
+    "CostFidelity",
+    "LinearAggregation",
+    "LogAggregation",
+    "PowerAggregation",
+    "PowerCost",
+]
+
+
+class CostFidelity:
+    r"""Base class of a cost-fidelity function C(θ).
+
+    Subclasses define :meth:`cost`, :attr:`c_min` and, where a closed form exists,
+    :meth:`inverse`. The default :meth:`inverse` solves C(θ) = x with SciPy's ``brentq``
+    on a bracket that is doubled until it contains the root.
+    """
+
+    c_min: float
+
+    def cost(self, theta: np.ndarray) -> np.ndarray:
+        """C(θ) for an array of fidelities θ > 0."""
+        raise NotImplementedError
+
+    def __call__(self, theta: np.ndarray | float) -> np.ndarray:
+        return self.cost(np.asarray(theta, dtype=np.float64))
+
+    def inverse(self, spend: np.ndarray) -> np.ndarray:
+        r"""θ = C⁻¹(x) for each spend x > c_min (the fidelity a spend buys)."""
+        spend = np.asarray(spend, dtype=np.float64)
+        out = np.empty_like(spend)
+        for i, x in np.ndenumerate(spend):
+            out[i] = self._solve(float(x))
+        return out
+
+    def _solve(self, x: float) -> float:
+        if not x > self.c_min:
+            raise fail("spend", type(self).__name__, f"> c_min = {self.c_min:g}", x)
+        hi = 1.0
+        for _ in range(2000):
+            if float(self.cost(np.array(hi))) >= x:
+                break
+            hi *= 2.0
+        else:  # pragma: no cover - a bounded cost never reaches x
+            raise fail("spend", type(self).__name__, "reachable by C(θ) for finite θ", x)
+        lo = hi / 2.0
+        while float(self.cost(np.array(lo))) > x and lo > 1e-300:
+            lo /= 2.0
+        return float(
+            brentq(lambda th: float(self.cost(np.array(th))) - x, lo, hi, xtol=1e-15, rtol=1e-14)
+        )
+
+
+@dataclass(frozen=True)
+class PowerCost(CostFidelity):
+    r"""Power cost-fidelity function :math:`C(\theta) = c_{\min} + a\,\theta^p`.
+
+    Parameters
+    ----------
+    c_min : float
+        Cost of a gradient of vanishing fidelity, ``>= 0``.
+    a : float
+        Scale, ``> 0``.
+    p : float
+        Exponent, ``> 0``.
+
+    Examples
+    --------
+    >>> cost = PowerCost(c_min=0.1, a=1.0, p=2.0)
+    >>> float(cost.inverse(0.35))
+    0.5
+    """
+
+    c_min: float = 0.0
+    a: float = 1.0
+    p: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_real(self.c_min, "c_min", "PowerCost", ge=0)
+        check_real(self.a, "a", "PowerCost", gt=0)
+        check_real(self.p, "p", "PowerCost", gt=0)
+
+    def cost(self, theta: np.ndarray) -> np.ndarray:
+        return self.c_min + self.a * np.asarray(theta, dtype=np.float64) ** self.p
+
+    def inverse(self, spend: np.ndarray) -> np.ndarray:
+        spend = np.asarray(spend, dtype=np.float64)
+        if not np.all(spend > self.c_min):
+            raise fail("spend", "PowerCost.inverse", f"> c_min = {self.c_min:g}", spend)
+        return ((spend - self.c_min) / self.a) ** (1.0 / self.p)
+
+
+class CallableCost(CostFidelity):
+    """A user's own cost-fidelity function.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(theta) -> cost``, vectorised or scalar; strictly increasing and finite on the
+        region used (checked by :func:`eegrad.Arms.from_costs`).
+    c_min : float
+        Its limit at θ → 0⁺, ``>= 0``.
+    inverse : callable, optional
+        Its inverse; when omitted, the inverse is found by a bracketing root finder.
+    """
+
+    def __init__(
+        self,
+        func: Callable[[np.ndarray], np.ndarray],
+        c_min: float,
+        inverse: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
+        self.func = check_callable(func, "func", "CallableCost")
+        self.c_min = check_real(c_min, "c_min", "CallableCost", ge=0)
+        self._inverse = None if inverse is None else check_callable(inverse, "inverse", "CallableCost")
+
+    def cost(self, theta: np.ndarray) -> np.ndarray:
+        theta = np.asarray(theta, dtype=np.float64)
+        return np.asarray(np.vectorize(self.func, otypes=[float])(theta), dtype=np.float64)
+
+    def inverse(self, spend: np.ndarray) -> np.ndarray:
+        if self._inverse is None:
+            return super().inverse(spend)
+        spend = np.asarray(spend, dtype=np.float64)
+        return np.asarray(np.vectorize(self._inverse, otypes=[float])(spend), dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"CallableCost(func={self.func!r}, c_min={self.c_min!r})"
+
+
+class AggregationCost:
+    """Base class of an aggregation cost D(n): increasing in n, D(1) = 0."""
+
+    def cost(self, n: np.ndarray) -> np.ndarray:
+        """D(n) for an array of mini-batch sizes n >= 1."""
+        raise NotImplementedError
+
+    def __call__(self, n: np.ndarray | int) -> np.ndarray:
+        return self.cost(np.asarray(n, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class LinearAggregation(AggregationCost):
+    r"""Linear aggregation cost :math:`D(n) = b\,(n - 1)`, ``b >= 0``."""
+
+    b: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_real(self.b, "b", "LinearAggregation", ge=0)
+
+    def cost(self, n: np.ndarray) -> np.ndarray:
+        return self.b * (np.asarray(n, dtype=np.float64) - 1.0)
+
+
+@dataclass(frozen=True)
+class LogAggregation(AggregationCost):
+    r"""Logarithmic aggregation cost :math:`D(n) = b \ln n` (e.g. a reduction tree), ``b >= 0``."""
+
+    b: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_real(self.b, "b", "LogAggregation", ge=0)
+
+    def cost(self, n: np.ndarray) -> np.ndarray:
+        return self.b * np.log(np.asarray(n, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class PowerAggregation(AggregationCost):
+    r"""Power aggregation cost :math:`D(n) = b\,(n^q - 1)`, ``b >= 0``, ``q > 0``."""
+
+    b: float = 0.0
+    q: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_real(self.b, "b", "PowerAggregation", ge=0)
+        check_real(self.q, "q", "PowerAggregation", gt=0)
+
+    def cost(self, n: np.ndarray) -> np.ndarray:
+        return self.b * (np.asarray(n, dtype=np.float64) ** self.q - 1.0)
+
+
+class CallableAggregation(AggregationCost):
+    """A user's own aggregation cost ``func(n)``; D(1) = 0 and monotonicity are checked
+    on the arms used by :func:`eegrad.Arms.from_costs`."""
+
+    def __init__(self, func: Callable[[np.ndarray], np.ndarray]):
+        self.func = check_callable(func, "func", "CallableAggregation")
+
+    def cost(self, n: np.ndarray) -> np.ndarray:
+        n = np.asarray(n, dtype=np.float64)
+        return np.asarray(np.vectorize(self.func, otypes=[float])(n), dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"CallableAggregation(func={self.func!r})"

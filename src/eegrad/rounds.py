@@ -1,0 +1,156 @@
+r"""The T-round estimate of Algorithm 1 at one SGD iterate.
+
+On rounds t = 1..T the selector picks n_t, the oracle MBO(n_t) returns G_t(w), and the estimate
+is the plain mean
+
+.. math:: G(w) = \frac1T \sum_{t=1}^T G_t(w, n_t).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._random import RealizationStreams, as_generator
+from ._validation import (
+    InvalidParameterTypeError,
+    NonFiniteGradientError,
+    check_array,
+    check_integer,
+    fail,
+)
+from .selectors.base import Selector
+
+__all__ = ["GradientEstimate", "estimate_gradient"]
+
+ENGINES = ("auto", "numpy")
+
+
+@dataclass(frozen=True)
+class GradientEstimate:
+    """Result of :func:`estimate_gradient`.
+
+    Attributes
+    ----------
+    gradient : ndarray, shape (R, d)
+        The T-round estimate G(w) of each realization.
+    counts : ndarray of int64, shape (R, N)
+        γ_T(n): pulls of each arm; each row sums to T.
+    """
+
+    gradient: np.ndarray
+    counts: np.ndarray
+
+
+def check_w(oracle: Any, w: Any, owner: str, name: str = "w") -> np.ndarray:
+    """Iterates as a finite (R, d) array matching the oracle's dimension."""
+    objective = getattr(oracle, "objective", None)
+    if objective is not None:
+        return objective.check_iterate(w, owner, name)
+    arr = check_array(w, name, owner)
+    if arr.ndim != 2 or arr.shape[1] != oracle.d:
+        raise fail(name, owner, f"an array of shape (R, {oracle.d}) (R realizations)", arr.shape)
+    return arr
+
+
+def check_T(T: Any, selector: Selector, N: int, owner: str) -> int:
+    """T as an integer >= the selector's minimum (2N for the index rules, Algorithm 1)."""
+    T = check_integer(T, "T", owner, ge=1)
+    need = selector.min_rounds(N)
+    if T < need:
+        raise fail(
+            "T",
+            owner,
+            f"an integer >= {need} for {type(selector).__name__} with N = {N} arms "
+            "(Algorithm 1 pulls every arm twice first: T >= 2N)",
+            T,
+        )
+    return T
+
+
+def check_selector(selector: Any, owner: str) -> Selector:
+    if not isinstance(selector, Selector):
+        raise InvalidParameterTypeError(
+            f"The 'selector' parameter of {owner} must be a Selector (e.g. EEGrad). "
+            f"Got {selector!r} instead."
+        )
+    return selector
+
+
+def check_engine(engine: Any, owner: str) -> str:
+    if engine not in ENGINES:
+        raise fail("engine", owner, f"one of {ENGINES}", engine)
+    return engine
+
+
+def estimate_gradient(
+    oracle: Any,
+    selector: Selector,
+    w: Any,
+    T: int,
+    rng: Any,
+    *,
+    engine: str = "auto",
+) -> GradientEstimate:
+    r"""Run Algorithm 1's T rounds at iterates ``w`` and return the mean of the T outputs.
+
+    Parameters
+    ----------
+    oracle : MiniBatchOracle or CallableOracle
+        The mini-batch oracles MBO(n), n = 1..N.
+    selector : Selector
+        The rule that picks n_t (e.g. :class:`~eegrad.EEGrad`); its state is re-initialised.
+    w : array_like, shape (R, d)
+        One iterate per realization.
+    T : int
+        Rounds per estimate; at least 2N for the index rules.
+    rng : numpy.random.Generator or int
+        Randomness; realizations are drawn in blocks, each from its own spawned stream.
+    engine : {"auto", "numpy"}
+        Execution engine.
+
+    Returns
+    -------
+    GradientEstimate
+        ``gradient`` (R, d) and ``counts`` (R, N).
+
+    Raises
+    ------
+    InvalidParameterError
+        For a bad ``w`` or ``T``, or when the oracle returns a gradient of the wrong shape or
+        with NaN/Inf (the message names the round and the arm).
+    """
+    owner = "estimate_gradient"
+    check_engine(engine, owner)
+    selector = check_selector(selector, owner)
+    w = check_w(oracle, w, owner)
+    N = oracle.arms.N
+    T = check_T(T, selector, N, owner)
+    gen = as_generator(rng, owner)
+    R, d = w.shape
+    at = oracle.at(w)
+    streams = RealizationStreams(gen, R)
+    selector.init(R, N, d, truth=at.truth())
+    total = np.zeros((R, d))
+    for t in range(1, T + 1):
+        arms = selector.ask(t)
+        g = at.sample(arms, streams)
+        _check_output(g, t, arms, R, d)
+        selector.tell(arms, g)
+        total += g
+    return GradientEstimate(gradient=total / T, counts=selector.counts.copy())
+
+
+def _check_output(g: np.ndarray, t: int, arms: np.ndarray, R: int, d: int) -> None:
+    if g.shape != (R, d):
+        raise fail("oracle", "estimate_gradient", f"returning gradients of shape ({R}, {d})",
+                   f"shape {g.shape} at round t={t}")
+    finite = np.isfinite(g).all(axis=1)
+    if not finite.all():
+        r = int(np.argmin(finite))
+        raise NonFiniteGradientError(
+            f"The oracle returned a non-finite gradient at round t={t} for arm n={arms[r] + 1} "
+            f"(realization {r}): {g[r]!r}. Gradients must be finite."
+        )

@@ -1,0 +1,16 @@
+"""Selection rules behind one ask/tell interface."""
+
+from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
+from .base import IndexSelector, ProtocolError, Selector
+from .eegrad import EEGrad
+
+__all__ = [
+    "EEGrad",
+    "FixedArm",
+    "Greedy",
+    "IndexSelector",
+    "OptimalArm",
+    "ProtocolError",
+    "RoundRobin",
+    "Selector",
+]

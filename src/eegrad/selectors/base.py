@@ -1,0 +1,146 @@
+"""The ask/tell skeleton shared by every selection rule.
+
+A selector is asked which arm each realization pulls next and told the vectors those arms
+produced. It knows nothing of the gradients' meaning, so the same object drives the simulator
+and a user's own training loop. Arms are indexed 0..N−1 (mini-batch sizes n = index + 1).
+
+Protocol, per T-round estimate::
+
+    selector.init(R, N, d, truth=None)   # new estimate: forget the statistics
+    for t in 1..T:
+        arms = selector.ask(t)           # shape (R,), int64 in 0..N-1
+        selector.tell(arms, gradients)   # gradients of shape (R, d)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import InvalidParameterError, fail
+from ..oracle import Truth
+from ..statistics import ArmStatistics
+
+__all__ = ["IndexSelector", "ProtocolError", "Selector"]
+
+
+class ProtocolError(InvalidParameterError):
+    """The ask/tell protocol was broken (tell without ask, two tells, wrong arms...)."""
+
+
+class Selector:
+    """Base class of the selection rules (ask/tell over R realizations at once).
+
+    Hyper-parameters are fixed at construction; the state (statistics of the current
+    estimate) is created by :meth:`init` and cleared by :meth:`reset`.
+    """
+
+    #: Whether the rule reads the simulator's :class:`~eegrad.oracle.Truth`.
+    needs_truth: bool = False
+    #: Whether the rule keeps per-arm Welford statistics (rules that ignore them skip the work).
+    uses_statistics: bool = True
+
+    def __init__(self) -> None:
+        self._shape: tuple[int, int, int] | None = None
+        self.truth: Truth | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def init(self, R: int, N: int, d: int, truth: Truth | None = None) -> None:
+        """Start a new T-round estimate for R realizations, N arms, dimension d."""
+        if self.needs_truth and truth is None:
+            raise self._truth_error()
+        self._shape = (R, N, d)
+        self.truth = truth
+        self.stats = ArmStatistics(R, N if self.uses_statistics else 0, d)
+        self.counts = np.zeros((R, N), dtype=np.int64)  # shape=(R, N)
+        self.t = 0  # rounds told so far
+        self._rows = np.arange(R)
+        self._pending: np.ndarray | None = None
+
+    def reset(self) -> None:
+        """Forget all statistics (same sizes and truth)."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: reset() before init(R, N, d)")
+        self.init(*self._shape, truth=self.truth)
+
+    def min_rounds(self, N: int) -> int:
+        """Smallest T for which the rule is defined with N arms."""
+        return 1
+
+    # -- ask/tell ------------------------------------------------------------------------------
+    def ask(self, t: int | None = None) -> np.ndarray:
+        """Arms to pull at round t (1-based; default: the next round), shape (R,)."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: ask() before init(R, N, d)")
+        if self._pending is not None:
+            raise ProtocolError(f"{self!r}: ask() twice without tell() for round {self.t + 1}")
+        expected = self.t + 1
+        if t is None:
+            t = expected
+        elif t != expected:
+            raise ProtocolError(f"{self!r}: ask(t={t}) but the next round is t={expected}")
+        arms = self._select(t)
+        self._pending = arms
+        return arms
+
+    def tell(self, arms: np.ndarray, gradients: np.ndarray) -> None:
+        """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask."""
+        if self._pending is None:
+            raise ProtocolError(f"{self!r}: tell() without a pending ask()")
+        if not np.array_equal(arms, self._pending):
+            raise ProtocolError(f"{self!r}: tell() with other arms than the last ask() returned")
+        R, _, d = self._shape  # type: ignore[misc]
+        g = np.asarray(gradients, dtype=np.float64)
+        if g.shape != (R, d):
+            raise fail("gradients", f"{type(self).__name__}.tell", f"of shape ({R}, {d})", g.shape)
+        if not np.all(np.isfinite(g)):
+            raise fail("gradients", f"{type(self).__name__}.tell", "finite (no NaN or Inf)", g)
+        self._pending = None
+        self.t += 1
+        self.counts[self._rows, arms] += 1
+        if self.uses_statistics:
+            self.stats.update(arms, g)
+
+    def variance_trace(self) -> np.ndarray:
+        """V_t(n) per realization and arm, shape (R, N); NaN where fewer than 2 pulls."""
+        if not self.uses_statistics:
+            raise ProtocolError(f"{self!r} keeps no statistics")
+        return self.stats.variance_trace()
+
+    # -- to override --------------------------------------------------------------------------
+    def _select(self, t: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _truth_error(self) -> InvalidParameterError:
+        return InvalidParameterError(
+            f"{self!r} needs the simulator's truth (σ_n² and S(w)), which this oracle cannot "
+            "supply: give numbers for the 'oracle' constants or use a simulated oracle."
+        )
+
+    def get_params(self) -> dict[str, Any]:
+        """Hyper-parameters, as given to the constructor (for metadata and configs)."""
+        return {}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class IndexSelector(Selector):
+    """Pull every arm twice (arms 1..N, then 1..N) in the first 2N rounds, then the arm of
+    smallest index (ties: the smallest n). Subclasses write :meth:`index`, vectorised over
+    all realizations and arms at once (shape (R, N))."""
+
+    def min_rounds(self, N: int) -> int:
+        return 2 * N
+
+    def _select(self, t: int) -> np.ndarray:
+        R, N, _ = self._shape  # type: ignore[misc]
+        if t <= 2 * N:
+            return np.full(R, (t - 1) % N, dtype=np.int64)
+        return np.argmin(self.index(t), axis=1)
+
+    def index(self, t: int) -> np.ndarray:
+        """Index of every arm at round t > 2N, shape (R, N); the smallest is pulled."""
+        raise NotImplementedError

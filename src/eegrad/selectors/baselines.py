@@ -1,0 +1,69 @@
+"""Baselines: each fixed oracle MBO(n), the optimal oracle MBO(n*), round-robin and greedy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_integer, fail
+from .base import IndexSelector, Selector
+
+__all__ = ["FixedArm", "Greedy", "OptimalArm", "RoundRobin"]
+
+
+class FixedArm(Selector):
+    """Always the mini-batch oracle MBO(n) (n is the paper's mini-batch size, 1-based).
+
+    Parameters
+    ----------
+    n : int
+        Mini-batch size, 1 <= n <= N.
+    """
+
+    uses_statistics = False
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = check_integer(n, "n", "FixedArm", ge=1)
+
+    def init(self, R, N, d, truth=None) -> None:
+        if self.n > N:
+            raise fail("n", "FixedArm", f"a mini-batch size in 1..N = 1..{N}", self.n)
+        super().init(R, N, d, truth)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+    def _select(self, t: int) -> np.ndarray:
+        return np.full(self._shape[0], self.n - 1, dtype=np.int64)
+
+
+class OptimalArm(Selector):
+    """The optimal mini-batch oracle MBO(n*), n* = argmin σ_n² (Theorem 1's comparator).
+
+    It reads σ_n² from the simulator, so it exists only where the truth is known.
+    """
+
+    uses_statistics = False
+    needs_truth = True
+
+    def _select(self, t: int) -> np.ndarray:
+        n_star = int(np.argmin(self.truth.sigma2))
+        return np.full(self._shape[0], n_star, dtype=np.int64)
+
+
+class RoundRobin(Selector):
+    """Arms 1..N in turn, whatever was observed (pure exploration)."""
+
+    uses_statistics = False
+
+    def _select(self, t: int) -> np.ndarray:
+        return np.full(self._shape[0], (t - 1) % self._shape[1], dtype=np.int64)
+
+
+class Greedy(IndexSelector):
+    """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
+
+    def index(self, t: int) -> np.ndarray:
+        return self.stats.variance_trace()

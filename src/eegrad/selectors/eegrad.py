@@ -1,0 +1,95 @@
+"""EE-Grad's selection rule: Algorithm 1 with the index of eq. (pickOracle)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import InvalidParameterError, InvalidParameterTypeError, check_real
+from ..theory import f
+from .base import IndexSelector
+
+__all__ = ["EEGrad"]
+
+ORACLE = "oracle"
+
+
+def _constant(value: Any, name: str) -> float | str:
+    if isinstance(value, str):
+        if value != ORACLE:
+            raise InvalidParameterTypeError(
+                f"The {name!r} parameter of EEGrad must be a float > 0 or the string 'oracle'. "
+                f"Got {value!r} instead."
+            )
+        return value
+    return check_real(value, name, "EEGrad", gt=0, ref="eq. funcf")
+
+
+class EEGrad(IndexSelector):
+    r"""The paper's rule (Algorithm 1): each arm twice in rounds 1..2N (n = 1..N, 1..N), then
+
+    .. math::
+
+        n_t \in \arg\min_{n=1..N}\left[V_t(n) - f\!\left(\frac{\alpha \ln t}{\gamma_t(n) - 1}
+        \right)\right]  \qquad \text{(eq. pickOracle)}
+
+    with f from eq. (funcf), V_t(n) the trace of arm n's sample covariance and γ_t(n) its
+    pulls in rounds 1..t−1. Ties go to the smallest n.
+
+    Parameters
+    ----------
+    alpha : float
+        α > 2 (Lemma 4).
+    beta : float or "oracle"
+        β ≥ max_n σ_n². ``"oracle"``: the simulator's true max σ_n².
+    P : float or "oracle"
+        P ≥ S(w) = Tr M(w). ``"oracle"``: the simulator's S(w) of each realization.
+    c : float
+        The absolute constant of the Hanson–Wright inequality (Lemma 2), c > 0. The paper
+        leaves it unspecified; small c explores more.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from eegrad import Arms, Quadratic, GaussianOracle, EEGrad, estimate_gradient
+    >>> oracle = GaussianOracle(Quadratic(d=2), Arms(sigma2=[200.0, 104.0, 66.8]))
+    >>> res = estimate_gradient(oracle, EEGrad(alpha=2.5, beta=200.0, P=1.25, c=10.0),
+    ...                         w=np.tile([1.0, -0.5], (4, 1)), T=200, rng=1)
+    >>> res.counts.sum(axis=1)
+    array([200, 200, 200, 200])
+    """
+
+    def __init__(
+        self, alpha: float = 2.5, beta: float | str = ORACLE, P: float | str = ORACLE, c: float = 1.0
+    ):
+        super().__init__()
+        self.alpha = check_real(alpha, "alpha", "EEGrad", gt=2, ref="eq. pickOracle")
+        self.beta = _constant(beta, "beta")
+        self.P = _constant(P, "P")
+        self.c = check_real(c, "c", "EEGrad", gt=0, ref="eq. funcf")
+        self.needs_truth = ORACLE in (self.beta, self.P)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "beta": self.beta, "P": self.P, "c": self.c}
+
+    def _truth_error(self) -> InvalidParameterError:
+        which = [n for n in ("beta", "P") if getattr(self, n) == ORACLE]
+        return InvalidParameterError(
+            f"The {' and '.join(repr(w) for w in which)} parameter of EEGrad is 'oracle', "
+            "which needs a simulated oracle that knows σ_n² and S(w); this oracle does not. "
+            "Give numbers instead."
+        )
+
+    def constants(self) -> tuple[Any, Any]:
+        """(β, P) in force: numbers, or the truth's max σ_n² and S(w) (shape (R, 1))."""
+        beta = float(np.max(self.truth.sigma2)) if self.beta == ORACLE else self.beta
+        P = self.truth.S[:, None] if self.P == ORACLE else self.P
+        return beta, P
+
+    def index(self, t: int) -> np.ndarray:
+        beta, P = self.constants()
+        V = self.stats.variance_trace()
+        d = self._shape[2]
+        x = self.alpha * np.log(t) / (self.stats.count - 1)
+        return V - f(x, beta, P, self.c, d)

@@ -1,0 +1,57 @@
+r"""Online per-arm statistics (Welford): count γ_t(n), mean m_t(n) and the trace of the sum of
+squared deviations, so that
+
+.. math::
+
+    V_t(n) = \mathrm{Tr}\,\mathrm{Cov}_t(n)
+           = \frac{1}{\gamma_t(n) - 1} \sum_{i=1}^{\gamma_t(n)} \|G_i(w, n) - m_t(n)\|^2
+
+(Section 3 of the paper) costs O(d) per pull and no history of outputs is stored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ArmStatistics"]
+
+
+class ArmStatistics:
+    """Per-realization, per-arm running statistics.
+
+    Parameters
+    ----------
+    R, N, d : int
+        Realizations, arms, dimension.
+
+    Attributes
+    ----------
+    count : ndarray of int64, shape (R, N)
+        γ_t(n), pulls of each arm so far.
+    mean : ndarray, shape (R, N, d)
+        m_t(n), the sample mean of each arm's outputs.
+    sq_dev : ndarray, shape (R, N)
+        Σ_i ‖G_i(w, n) − m_t(n)‖², the trace of the sum of squared deviations.
+    """
+
+    def __init__(self, R: int, N: int, d: int):
+        self.count = np.zeros((R, N), dtype=np.int64)
+        self.mean = np.zeros((R, N, d))
+        self.sq_dev = np.zeros((R, N))
+        self._rows = np.arange(R)
+
+    def update(self, arms: np.ndarray, g: np.ndarray) -> None:
+        """Add output ``g[r]`` (shape (R, d)) to arm ``arms[r]`` of each realization r."""
+        rows = self._rows
+        self.count[rows, arms] += 1
+        cnt = self.count[rows, arms][:, None]
+        old = self.mean[rows, arms]
+        delta = g - old
+        new = old + delta / cnt
+        self.mean[rows, arms] = new
+        self.sq_dev[rows, arms] += np.einsum("rd,rd->r", delta, g - new)
+
+    def variance_trace(self) -> np.ndarray:
+        """V_t(n) of every arm, shape (R, N); NaN where γ_t(n) < 2 (undefined)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.count >= 2, self.sq_dev / (self.count - 1), np.nan)
