@@ -148,13 +148,13 @@ class Arms:
                 B,
             )
         N = int(np.argmin(feasible)) if not feasible.all() else max_arms + 1
+        D = D_all[: N + 1]
+        if not np.all(np.isfinite(D)) or np.any(np.diff(D) < 0):
+            raise fail("aggregation", owner, "increasing and finite on n = 1..N+1", D.tolist())
         if N > max_arms:
             raise fail(
                 "budget", owner, f"a budget that admits at most max_arms = {max_arms} arms", B
             )
-        D = D_all[: N + 1]
-        if not np.all(np.isfinite(D)) or np.any(np.diff(D) < 0):
-            raise fail("aggregation", owner, "increasing and finite on n = 1..N+1", D.tolist())
         # The feasible set {n : B > n c_min + D(n)} is then {1..N}.
         n = np.arange(1, N + 1)
         spend = (B - D[:N]) / n

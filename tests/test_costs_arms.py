@@ -1,0 +1,113 @@
+import numpy as np
+import pytest
+
+from eegrad import Arms, InvalidParameterError
+from eegrad.costs import (
+    CallableAggregation,
+    CallableCost,
+    LinearAggregation,
+    LogAggregation,
+    PowerAggregation,
+    PowerCost,
+)
+
+
+def test_interface_contract_example():
+    arms = Arms.from_costs(PowerCost(c_min=0.1, a=1.0, p=2.0), LinearAggregation(b=0.04), 1.0)
+    assert arms.N == 7
+    assert arms.n_star == 4
+    assert arms.theta.shape == arms.sigma2.shape == (7,)
+    n = np.arange(1, 8)
+    spend = (1.0 - 0.04 * (n - 1)) / n
+    np.testing.assert_allclose(arms.theta, np.sqrt(spend - 0.1), rtol=1e-14)
+    np.testing.assert_allclose(arms.sigma2, 1 / (n * arms.theta), rtol=1e-14)
+    np.testing.assert_allclose(arms.delta, arms.sigma2 - arms.sigma2.min())
+
+
+def test_linear_cost_closed_form_and_strict_boundary():
+    # C(θ) = c_min + a θ  =>  σ_n² = 1/(n θ_n) = a / (B − D(n) − n c_min).
+    a, c_min, b = 2.0, 0.25, 0.05
+    # Choose B on the boundary of n = 4: B = 4 c_min + D(4) exactly, so N must be 3.
+    B = 4 * c_min + b * 3
+    arms = Arms.from_costs(PowerCost(c_min=c_min, a=a, p=1.0), LinearAggregation(b=b), B)
+    assert arms.N == 3
+    n = np.arange(1, 4)
+    np.testing.assert_allclose(arms.sigma2, a / (B - b * (n - 1) - n * c_min), rtol=1e-12)
+    # Just above the boundary the 4th arm appears.
+    more = Arms.from_costs(PowerCost(c_min=c_min, a=a, p=1.0), LinearAggregation(b=b), B + 1e-9)
+    assert more.N == 4
+
+
+def test_root_finder_matches_closed_form_inverse():
+    closed = PowerCost(c_min=0.1, a=1.5, p=0.7)
+    user = CallableCost(lambda th: 0.1 + 1.5 * th**0.7, c_min=0.1)
+    for agg in (LinearAggregation(0.02), LogAggregation(0.05), PowerAggregation(0.01, 1.5)):
+        a1 = Arms.from_costs(closed, agg, budget=2.0)
+        a2 = Arms.from_costs(user, agg, budget=2.0)
+        assert a1.N == a2.N
+        np.testing.assert_allclose(a2.theta, a1.theta, rtol=1e-10)
+
+
+def test_aggregation_values():
+    n = np.array([1, 2, 8])
+    np.testing.assert_allclose(LinearAggregation(0.5)(n), [0, 0.5, 3.5])
+    np.testing.assert_allclose(LogAggregation(1.0)(n), np.log(n))
+    np.testing.assert_allclose(PowerAggregation(2.0, 2.0)(n), 2 * (n**2 - 1))
+
+
+def test_direct_arms_and_ties():
+    arms = Arms(sigma2=[3.0, 1.0, 1.0])
+    assert arms.n_star == 2  # ties: smallest n
+    np.testing.assert_allclose(arms.theta, 1 / (np.arange(1, 4) * arms.sigma2))
+    assert Arms([2.0, 4.0]).scaled(3.0) == Arms([6.0, 12.0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"cost": PowerCost(c_min=1.0), "aggregation": LinearAggregation(), "budget": 1.0},
+         r"'budget' parameter of Arms.from_costs must be > c_min \+ D\(1\) = 1"),
+        ({"cost": PowerCost(), "aggregation": CallableAggregation(lambda n: n), "budget": 1.0},
+         r"'aggregation'.*D\(1\) = 0"),
+        ({"cost": PowerCost(c_min=0.1), "aggregation": CallableAggregation(lambda n: -(n - 1)),
+          "budget": 1.0}, r"'aggregation'.*increasing"),
+        ({"cost": CallableCost(lambda th: 0.1 + np.sin(th), c_min=0.1, inverse=lambda x: x),
+          "aggregation": LinearAggregation(0.1), "budget": 5.0}, r"'cost'.*"),
+        ({"cost": CallableCost(lambda th: 0.1 + th * (1.2 - th) ** 2, c_min=0.1,
+                               inverse=lambda x: np.nan), "aggregation": LinearAggregation(0.1),
+          "budget": 1.0}, r"'cost'.*finite"),
+        ({"cost": PowerCost(c_min=0.0, a=1.0), "aggregation": LinearAggregation(0.0),
+          "budget": 1.0}, r"max_arms"),
+    ],
+)
+def test_from_costs_errors(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        Arms.from_costs(**kwargs)
+
+
+def test_non_increasing_cost_is_named():
+    # Decreasing on part of the region used: θ(1.2 − θ)² peaks at θ = 0.4.
+    cost = CallableCost(lambda th: 0.1 + th * (1.2 - th) ** 2 + 0.0, c_min=0.1,
+                        inverse=lambda x: 1.0 - 0.1 * x)
+    with pytest.raises(InvalidParameterError, match="strictly increasing|inverse"):
+        Arms.from_costs(cost, LinearAggregation(0.01), budget=1.0)
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "match"),
+    [([], "non-empty"), ([1.0, -2.0], "positive"), ([1.0, np.nan], "finite"),
+     ([[1.0]], "1-dimensional")],
+)
+def test_bad_sigma2(sigma2, match):
+    with pytest.raises(InvalidParameterError, match=f"'sigma2' parameter of Arms.*{match}"):
+        Arms(sigma2=sigma2)
+
+
+@pytest.mark.parametrize(
+    ("factory", "name"),
+    [(lambda: PowerCost(c_min=-1), "c_min"), (lambda: PowerCost(a=0), "a"),
+     (lambda: PowerCost(p=np.inf), "p"), (lambda: LinearAggregation(b=-1), "b")],
+)
+def test_bad_cost_parameters(factory, name):
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter"):
+        factory()
