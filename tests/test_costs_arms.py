@@ -65,19 +65,48 @@ def test_direct_arms_and_ties():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"cost": PowerCost(c_min=1.0), "aggregation": LinearAggregation(), "budget": 1.0},
-         r"'budget' parameter of Arms.from_costs must be > c_min \+ D\(1\) = 1"),
-        ({"cost": PowerCost(), "aggregation": CallableAggregation(lambda n: n), "budget": 1.0},
-         r"'aggregation'.*D\(1\) = 0"),
-        ({"cost": PowerCost(c_min=0.1), "aggregation": CallableAggregation(lambda n: -(n - 1)),
-          "budget": 1.0}, r"'aggregation'.*increasing"),
-        ({"cost": CallableCost(lambda th: 0.1 + np.sin(th), c_min=0.1, inverse=lambda x: x),
-          "aggregation": LinearAggregation(0.1), "budget": 5.0}, r"'cost'.*"),
-        ({"cost": CallableCost(lambda th: 0.1 + th * (1.2 - th) ** 2, c_min=0.1,
-                               inverse=lambda x: np.nan), "aggregation": LinearAggregation(0.1),
-          "budget": 1.0}, r"'cost'.*finite"),
-        ({"cost": PowerCost(c_min=0.0, a=1.0), "aggregation": LinearAggregation(0.0),
-          "budget": 1.0}, r"max_arms"),
+        (
+            {"cost": PowerCost(c_min=1.0), "aggregation": LinearAggregation(), "budget": 1.0},
+            r"'budget' parameter of Arms.from_costs must be > c_min \+ D\(1\) = 1",
+        ),
+        (
+            {"cost": PowerCost(), "aggregation": CallableAggregation(lambda n: n), "budget": 1.0},
+            r"'aggregation'.*D\(1\) = 0",
+        ),
+        (
+            {
+                "cost": PowerCost(c_min=0.1),
+                "aggregation": CallableAggregation(lambda n: -(n - 1)),
+                "budget": 1.0,
+            },
+            r"'aggregation'.*increasing",
+        ),
+        (
+            {
+                "cost": CallableCost(lambda th: 0.1 + np.sin(th), c_min=0.1, inverse=lambda x: x),
+                "aggregation": LinearAggregation(0.1),
+                "budget": 5.0,
+            },
+            r"'cost'.*",
+        ),
+        (
+            {
+                "cost": CallableCost(
+                    lambda th: 0.1 + th * (1.2 - th) ** 2, c_min=0.1, inverse=lambda x: np.nan
+                ),
+                "aggregation": LinearAggregation(0.1),
+                "budget": 1.0,
+            },
+            r"'cost'.*finite",
+        ),
+        (
+            {
+                "cost": PowerCost(c_min=0.0, a=1.0),
+                "aggregation": LinearAggregation(0.0),
+                "budget": 1.0,
+            },
+            r"max_arms",
+        ),
     ],
 )
 def test_from_costs_errors(kwargs, match):
@@ -87,16 +116,21 @@ def test_from_costs_errors(kwargs, match):
 
 def test_non_increasing_cost_is_named():
     # Decreasing on part of the region used: θ(1.2 − θ)² peaks at θ = 0.4.
-    cost = CallableCost(lambda th: 0.1 + th * (1.2 - th) ** 2 + 0.0, c_min=0.1,
-                        inverse=lambda x: 1.0 - 0.1 * x)
+    cost = CallableCost(
+        lambda th: 0.1 + th * (1.2 - th) ** 2 + 0.0, c_min=0.1, inverse=lambda x: 1.0 - 0.1 * x
+    )
     with pytest.raises(InvalidParameterError, match="strictly increasing|inverse"):
         Arms.from_costs(cost, LinearAggregation(0.01), budget=1.0)
 
 
 @pytest.mark.parametrize(
     ("sigma2", "match"),
-    [([], "non-empty"), ([1.0, -2.0], "positive"), ([1.0, np.nan], "finite"),
-     ([[1.0]], "1-dimensional")],
+    [
+        ([], "non-empty"),
+        ([1.0, -2.0], "positive"),
+        ([1.0, np.nan], "finite"),
+        ([[1.0]], "1-dimensional"),
+    ],
 )
 def test_bad_sigma2(sigma2, match):
     with pytest.raises(InvalidParameterError, match=f"'sigma2' parameter of Arms.*{match}"):
@@ -105,8 +139,12 @@ def test_bad_sigma2(sigma2, match):
 
 @pytest.mark.parametrize(
     ("factory", "name"),
-    [(lambda: PowerCost(c_min=-1), "c_min"), (lambda: PowerCost(a=0), "a"),
-     (lambda: PowerCost(p=np.inf), "p"), (lambda: LinearAggregation(b=-1), "b")],
+    [
+        (lambda: PowerCost(c_min=-1), "c_min"),
+        (lambda: PowerCost(a=0), "a"),
+        (lambda: PowerCost(p=np.inf), "p"),
+        (lambda: LinearAggregation(b=-1), "b"),
+    ],
 )
 def test_bad_cost_parameters(factory, name):
     with pytest.raises(InvalidParameterError, match=f"'{name}' parameter"):

@@ -44,8 +44,9 @@ def test_rademacher_mean_of_one_takes_two_values():
     arms = Arms(sigma2=[1.0, 0.5])
     oracle = RademacherOracle(Quadratic(d=1), arms)
     R = 1000
-    g = oracle.at(np.ones((R, 1))).sample(np.zeros(R, dtype=np.int64),
-                                          RealizationStreams(np.random.default_rng(0), R))
+    g = oracle.at(np.ones((R, 1))).sample(
+        np.zeros(R, dtype=np.int64), RealizationStreams(np.random.default_rng(0), R)
+    )
     np.testing.assert_allclose(np.unique(g), [0.0, 2.0])  # 1 ± √(1/θ_1) with θ_1 = 1
 
 

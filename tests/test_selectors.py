@@ -190,9 +190,13 @@ def test_oracle_constants_without_simulator():
 
 def test_gaussian_oracle_contract_shapes():
     oracle = GaussianOracle(Quadratic(d=2), Arms(sigma2=[200.0, 104.0, 66.8]))
-    res = estimate_gradient(oracle, EEGrad(alpha=2.5, beta=200.0, P=1.25, c=10.0),
-                            w=np.tile([1.0, -0.5], (2000, 1)), T=200,
-                            rng=np.random.default_rng(1))
+    res = estimate_gradient(
+        oracle,
+        EEGrad(alpha=2.5, beta=200.0, P=1.25, c=10.0),
+        w=np.tile([1.0, -0.5], (2000, 1)),
+        T=200,
+        rng=np.random.default_rng(1),
+    )
     assert res.gradient.shape == (2000, 2)
     assert res.gradient.dtype == np.float64
     assert res.counts.shape == (2000, 3)

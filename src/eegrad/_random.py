@@ -65,9 +65,7 @@ class RealizationStreams:
         self.generators: list[np.random.Generator] = children[:n_blocks]
         #: A generator for code that draws for all realizations at once (user oracles).
         self.shared: np.random.Generator = children[n_blocks]
-        self.slices = [
-            slice(b * block_size, min((b + 1) * block_size, R)) for b in range(n_blocks)
-        ]
+        self.slices = [slice(b * block_size, min((b + 1) * block_size, R)) for b in range(n_blocks)]
         self._buffers: dict[tuple[Any, ...], list[Any]] = {}
 
     def draw(self, kind: str, tail: tuple[int, ...]) -> np.ndarray:

@@ -121,12 +121,12 @@ def check_array(
         ) from exc
     if ndim is not None and arr.ndim != ndim:
         raise fail(name, owner, f"a {ndim}-dimensional array (shape {arr.shape} given)", value)
-    if shape is not None:
-        if arr.ndim != len(shape) or any(
-            s is not None and s != a for s, a in zip(shape, arr.shape, strict=True)
-        ):
-            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
-            raise fail(name, owner, f"an array of shape {want}, not {arr.shape}", value)
+    if shape is not None and (
+        arr.ndim != len(shape)
+        or any(s is not None and s != a for s, a in zip(shape, arr.shape, strict=True))
+    ):
+        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise fail(name, owner, f"an array of shape {want}, not {arr.shape}", value)
     if nonempty and arr.size == 0:
         raise fail(name, owner, "a non-empty array", value)
     if not np.all(np.isfinite(arr)):

@@ -132,7 +132,9 @@ class CallableCost(CostFidelity):
     ):
         self.func = check_callable(func, "func", "CallableCost")
         self.c_min = check_real(c_min, "c_min", "CallableCost", ge=0)
-        self._inverse = None if inverse is None else check_callable(inverse, "inverse", "CallableCost")
+        self._inverse = (
+            None if inverse is None else check_callable(inverse, "inverse", "CallableCost")
+        )
 
     def cost(self, theta: np.ndarray) -> np.ndarray:
         theta = np.asarray(theta, dtype=np.float64)

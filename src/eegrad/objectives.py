@@ -218,4 +218,3 @@ class LogisticRegression(Objective):
     @property
     def f_star(self) -> float:
         return float(self.value(self.w_star[None])[0])
-

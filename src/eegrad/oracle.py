@@ -58,17 +58,17 @@ class NoiseFamily:
     direct: bool
 
 
-def Gaussian(direct: bool = True) -> NoiseFamily:  # noqa: N802 - reads as a family name
+def Gaussian(direct: bool = True) -> NoiseFamily:
     """Gaussian components; ``direct=False`` draws the n individual gradients instead."""
     return NoiseFamily("gaussian", "normal", bool(direct))
 
 
-def Rademacher() -> NoiseFamily:  # noqa: N802
+def Rademacher() -> NoiseFamily:
     """Components ±1 with probability ½ each (sub-Gaussian with parameter 1)."""
     return NoiseFamily("rademacher", "rademacher", False)
 
 
-def Uniform() -> NoiseFamily:  # noqa: N802
+def Uniform() -> NoiseFamily:
     """Components uniform on [−√3, √3] (unit variance, sub-Gaussian)."""
     return NoiseFamily("uniform", "uniform", False)
 
@@ -189,7 +189,9 @@ class MiniBatchOracle:
         return MiniBatchOracle(self.objective, arms, self.noise, self._M)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.objective!r}, {self.arms!r}, noise={self.noise.name!r})"
+        return (
+            f"{type(self).__name__}({self.objective!r}, {self.arms!r}, noise={self.noise.name!r})"
+        )
 
 
 class GaussianOracle(MiniBatchOracle):

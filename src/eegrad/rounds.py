@@ -145,8 +145,12 @@ def estimate_gradient(
 
 def _check_output(g: np.ndarray, t: int, arms: np.ndarray, R: int, d: int) -> None:
     if g.shape != (R, d):
-        raise fail("oracle", "estimate_gradient", f"returning gradients of shape ({R}, {d})",
-                   f"shape {g.shape} at round t={t}")
+        raise fail(
+            "oracle",
+            "estimate_gradient",
+            f"returning gradients of shape ({R}, {d})",
+            f"shape {g.shape} at round t={t}",
+        )
     finite = np.isfinite(g).all(axis=1)
     if not finite.all():
         r = int(np.argmin(finite))

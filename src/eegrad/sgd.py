@@ -56,8 +56,12 @@ def resolve_eta(eta: Any, K: int, owner: str = "run_sgd") -> np.ndarray:
 def _oracles(oracle: Any, K: int, owner: str) -> list[Any]:
     if isinstance(oracle, Sequence):
         if len(oracle) != K:
-            raise fail("oracle", owner, f"one oracle or a sequence of K = {K} oracles",
-                       f"a sequence of {len(oracle)}")
+            raise fail(
+                "oracle",
+                owner,
+                f"one oracle or a sequence of K = {K} oracles",
+                f"a sequence of {len(oracle)}",
+            )
         oracles = list(oracle)
     else:
         oracles = [oracle] * K
@@ -126,10 +130,15 @@ def run_sgd(
     gaps[:, 0] = oracles[0].objective.gap(w)
     for k in range(K):
         est = estimate_gradient(oracles[k], selector, w, T, gen, engine=engine)
-        w = w - etas[k] * est.gradient
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = w - etas[k] * est.gradient
         if not np.all(np.isfinite(w)):
-            raise fail("eta", owner, "small enough that the iterates stay finite",
-                       f"eta_{k + 1} = {etas[k]} (iterate {k + 2} overflowed)")
+            raise fail(
+                "eta",
+                owner,
+                "small enough that the iterates stay finite",
+                f"eta_{k + 1} = {etas[k]} (iterate {k + 2} overflowed)",
+            )
         counts[:, k, : est.counts.shape[1]] = est.counts
         ws[:, k + 1] = w
         gaps[:, k + 1] = oracles[k].objective.gap(w)

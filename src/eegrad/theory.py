@@ -135,7 +135,9 @@ def tau_opt(eta: ArrayLike, sigma2_star: float, T: ArrayLike, m: float = 1.0, L:
     return m * L * eta**2 * (1.0 + sigma2_star / np.asarray(T, dtype=np.float64)) - 2 * m * eta + 1
 
 
-def tau(eta: ArrayLike, sigma2_star: float, T: ArrayLike, O: ArrayLike, m: float = 1.0, L: float = 1.0):
+def tau(
+    eta: ArrayLike, sigma2_star: float, T: ArrayLike, O: ArrayLike, m: float = 1.0, L: float = 1.0
+):
     r"""Theorem 2's contraction factor of EE-Grad: :math:`\tau(\eta) = \tau^{\mathrm o}(\eta) +
     m L \eta^2 O_T` (``O`` from :func:`O_T`)."""
     eta = np.asarray(eta, dtype=np.float64)

@@ -1,7 +1,7 @@
 """Selection rules behind one ask/tell interface."""
 
-from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .base import IndexSelector, ProtocolError, Selector
+from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .eegrad import EEGrad
 
 __all__ = [

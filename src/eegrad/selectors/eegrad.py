@@ -61,7 +61,11 @@ class EEGrad(IndexSelector):
     """
 
     def __init__(
-        self, alpha: float = 2.5, beta: float | str = ORACLE, P: float | str = ORACLE, c: float = 1.0
+        self,
+        alpha: float = 2.5,
+        beta: float | str = ORACLE,
+        P: float | str = ORACLE,
+        c: float = 1.0,
     ):
         super().__init__()
         self.alpha = check_real(alpha, "alpha", "EEGrad", gt=2, ref="eq. pickOracle")
