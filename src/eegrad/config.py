@@ -1,0 +1,312 @@
+"""Experiment configurations: typed, validated TOML (never evaluated as code).
+
+A configuration is a tree of frozen dataclasses. :func:`load_config` reads a TOML file and
+:func:`config_from_dict` validates a mapping: an unknown key or a value of the wrong type is a
+:class:`ConfigError` that names the key, the file and the expected type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Union
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from ._validation import InvalidParameterError
+
+__all__ = [
+    "ArmsConfig",
+    "ConfigError",
+    "CostConfig",
+    "ExperimentConfig",
+    "ObjectiveConfig",
+    "SelectorConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "load_preset",
+    "preset_names",
+]
+
+
+class ConfigError(InvalidParameterError):
+    """A configuration file has an unknown key, a wrong type or an invalid value."""
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """The objective F. ``kind``: ``"quadratic"`` (F = ½‖w‖², dimension ``d``) or
+    ``"diagonal_quadratic"`` (F = ½ Σ h_i w_i², curvatures ``h``)."""
+
+    kind: str = "quadratic"
+    d: int = 2
+    h: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """A cost-fidelity function (``kind = "power"``: C(θ) = c_min + a θ^p) and an aggregation
+    cost (``aggregation = "linear" | "log" | "power"`` with ``b`` and ``q``)."""
+
+    kind: str = "power"
+    c_min: float = 0.0
+    a: float = 1.0
+    p: float = 1.0
+    aggregation: str = "linear"
+    b: float = 0.0
+    q: float = 1.0
+    budget: float = 1.0
+
+
+@dataclass(frozen=True)
+class ArmsConfig:
+    """The arms: ``sigma2`` directly, or ``[arms.costs]``. With ``scale_with_T``, σ² is given
+    at ``reference_T`` and multiplied by T / reference_T (the paper's Figure 1)."""
+
+    sigma2: list[float] | None = None
+    scale_with_T: bool = False
+    reference_T: int = 50
+    costs: CostConfig | None = None
+
+
+@dataclass(frozen=True)
+class SelectorConfig:
+    """The selection rule under study. ``rule``: ``"eegrad"`` (α, β, P, c), ``"greedy"``,
+    ``"round_robin"``, ``"optimal"`` or ``"fixed"`` (with ``n``)."""
+
+    rule: str = "eegrad"
+    alpha: float = 2.5
+    beta: float | str = "oracle"
+    P: float | str = "oracle"
+    c: float = 1.0
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One experiment.
+
+    ``study`` is ``"sgd"`` (expected gaps over K iterates for each T, as in Figure 1),
+    ``"theorem1"`` (the estimate's error against Z_T over a grid of T) or ``"theorem2"``
+    (one-step contraction against τ(η) over a grid of η).
+    """
+
+    study: str = "sgd"
+    name: str = "experiment"
+    seed: int = 0
+    realizations: int = 2000
+    T: list[int] = field(default_factory=lambda: [50])
+    K: int = 5
+    eta: list[float] = field(default_factory=lambda: [0.85])
+    engine: str = "auto"
+    noise: str = "gaussian"
+    #: Initial iterates w_1 ~ N(0, init_scale² I), one per realization (studies "sgd", "theorem2").
+    init_scale: float = 1.0
+    #: The fixed iterate of study "theorem1".
+    w: list[float] = field(default_factory=lambda: [1.0, -0.5])
+    #: Include every fixed oracle MBO(n) as a method (study "sgd").
+    baselines: bool = True
+    #: Values of c to compare (studies "theorem1" and "theorem2"; empty: the selector's c).
+    c_values: list[float] = field(default_factory=list)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    arms: ArmsConfig = field(default_factory=ArmsConfig)
+    selector: SelectorConfig = field(default_factory=SelectorConfig)
+
+
+_CHOICES = {
+    ("study",): ("sgd", "theorem1", "theorem2"),
+    ("engine",): ("auto", "numpy", "numba"),
+    ("noise",): ("gaussian", "rademacher", "uniform"),
+    ("objective", "kind"): ("quadratic", "diagonal_quadratic"),
+    ("arms", "costs", "kind"): ("power",),
+    ("arms", "costs", "aggregation"): ("linear", "log", "power"),
+    ("selector", "rule"): ("eegrad", "greedy", "round_robin", "optimal", "fixed"),
+}
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}s"
+    if dataclasses.is_dataclass(tp):
+        return "a table"
+    return {int: "integer", float: "float", str: "string", bool: "boolean"}.get(tp, str(tp))
+
+
+def _convert(value: Any, tp: Any, key: str, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it converted, else raise."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None and type(None) in typing.get_args(tp):
+            return None
+        for a in args:
+            try:
+                return _convert(value, a, key, where)
+            except ConfigError:
+                continue
+        raise _type_error(key, where, tp, value)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            # A scalar where a list is expected is taken as a list of one.
+            value = [value]
+        try:
+            return [_convert(v, item, key, where) for v in value]
+        except ConfigError:
+            raise _type_error(key, where, tp, value) from None
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise _type_error(key, where, tp, value)
+        return _build(tp, value, key, where)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise _type_error(key, where, tp, value)
+
+
+def _type_error(key: str, where: str, tp: Any, value: Any) -> ConfigError:
+    return ConfigError(
+        f"Key {key!r} in {where} must be {_type_name(tp)}. "
+        f"Got {value!r} ({type(value).__name__}) instead."
+    )
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if key not in hints:
+            raise ConfigError(
+                f"Unknown key {full!r} in {where}. Expected one of: {', '.join(names)}."
+            )
+        converted = _convert(value, hints[key], full, where)
+        choices = _CHOICES.get(tuple(full.split(".")))
+        if choices is not None and converted not in choices:
+            raise ConfigError(
+                f"Key {full!r} in {where} must be one of {', '.join(map(repr, choices))}. "
+                f"Got {converted!r} instead."
+            )
+        kwargs[key] = converted
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
+    """Validate a mapping (e.g. parsed TOML) into an :class:`ExperimentConfig`.
+
+    Checks that involve several keys (feasible values, T >= 2N...) are made when the
+    experiment is built, with the same error type.
+    """
+    cfg = _build(ExperimentConfig, data, "", where)
+    _check_values(cfg, where)
+    return cfg
+
+
+def _check_values(cfg: ExperimentConfig, where: str) -> None:
+    def need(ok: bool, key: str, rule: str, value: Any) -> None:
+        if not ok:
+            raise ConfigError(f"Key {key!r} in {where} must be {rule}. Got {value!r} instead.")
+
+    need(cfg.realizations >= 1, "realizations", "an integer >= 1", cfg.realizations)
+    need(cfg.K >= 1, "K", "an integer >= 1", cfg.K)
+    need(len(cfg.T) >= 1 and all(t >= 1 for t in cfg.T), "T", "a non-empty list of T >= 1", cfg.T)
+    need(len(cfg.eta) >= 1 and all(e > 0 for e in cfg.eta), "eta", "positive step sizes", cfg.eta)
+    need(cfg.seed >= 0, "seed", "an integer >= 0", cfg.seed)
+    need(cfg.init_scale > 0, "init_scale", "a float > 0", cfg.init_scale)
+    arms = cfg.arms
+    need(
+        (arms.sigma2 is None) != (arms.costs is None),
+        "arms",
+        "a table with exactly one of 'sigma2' and 'costs'",
+        dataclasses.asdict(arms),
+    )
+    if cfg.study == "sgd":
+        need(len(cfg.eta) == 1, "eta", "one step size for study 'sgd'", cfg.eta)
+    if cfg.study == "theorem1":
+        need(len(cfg.w) == _dimension(cfg), "w", f"a list of d = {_dimension(cfg)} floats", cfg.w)
+    if cfg.selector.rule == "fixed":
+        need(cfg.selector.n is not None, "selector.n", "given for rule 'fixed'", None)
+
+
+def _dimension(cfg: ExperimentConfig) -> int:
+    if cfg.objective.kind == "diagonal_quadratic" and cfg.objective.h is not None:
+        return len(cfg.objective.h)
+    return cfg.objective.d
+
+
+def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The configuration as plain data (for metadata), ``None`` entries dropped."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if v is not None}
+        return x
+
+    return clean(dataclasses.asdict(cfg))
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """Read and validate a TOML experiment file; ``overrides`` (dotted keys) replace entries."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"Configuration file {str(path)!r} does not exist.") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"Configuration file {str(path)!r} is not valid TOML: {exc}") from exc
+    data.setdefault("name", path.stem)
+    return config_from_dict(apply_overrides(data, overrides or {}), where=str(path))
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys (``"selector.c"``) in a nested mapping; returns a new mapping."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for dotted, value in overrides.items():
+        node = out
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return out
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped with the package."""
+    files = resources.files("eegrad") / "presets"
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def preset_path(name: str) -> Path:
+    """Path of a shipped preset."""
+    if name not in preset_names():
+        raise ConfigError(f"Unknown preset {name!r}. Expected one of: {', '.join(preset_names())}.")
+    return Path(str(resources.files("eegrad") / "presets" / f"{name}.toml"))
+
+
+def load_preset(name: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """A shipped preset (e.g. ``"figure1"``), with optional dotted-key overrides."""
+    return load_config(preset_path(name), overrides)

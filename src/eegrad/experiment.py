@@ -1,0 +1,307 @@
+"""Experiments: build the model from a configuration and run a study into tidy tables.
+
+Nothing here touches files or plots (see :mod:`eegrad.results`, :mod:`eegrad.plots`).
+
+Random streams: every piece of randomness comes from ``SeedSequence(seed, spawn_key=key)``
+with a key that names what it is for — the T (or η) index and a method's stable id — so a
+result depends on the seed and the configuration only, never on the order of execution or on
+which other methods run beside it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import theory
+from .arms import Arms
+from .config import ConfigError, ExperimentConfig, SelectorConfig
+from .costs import LinearAggregation, LogAggregation, PowerAggregation, PowerCost
+from .objectives import Objective, Quadratic, QuadraticForm
+from .oracle import MiniBatchOracle
+from .rounds import estimate_gradient
+from .selectors import EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin, Selector
+from .sgd import run_sgd
+
+__all__ = [
+    "Study",
+    "build_arms",
+    "build_objective",
+    "build_oracle",
+    "build_selector",
+    "run_study",
+    "stream",
+    "study_work",
+]
+
+Progress = Callable[[int], Any]
+
+SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
+THEOREM1_COLUMNS = (
+    "T", "method", "c", "error_mean", "error_se", "sigma2_star_over_T", "Z_T",
+    "identity_lhs_mean", "identity_lhs_se", "identity_rhs_mean", "identity_rhs_se",
+    "identity_diff_mean", "identity_diff_se", "regret", "regret_se", "realizations",
+)  # fmt: skip
+THEOREM2_COLUMNS = (
+    "eta", "method", "c", "contraction_mean", "contraction_se", "tau_bound", "eta_max",
+    "realizations",
+)  # fmt: skip
+
+
+@dataclass
+class Study:
+    """A finished study: its configuration, one tidy table (column name -> list) and facts
+    derived from it for plots and the report."""
+
+    config: ExperimentConfig
+    columns: tuple[str, ...]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def column(self, name: str, **where: Any) -> np.ndarray:
+        """Values of one column over the rows matching ``where`` (in table order)."""
+        return np.array([r[name] for r in self.rows if all(r[k] == v for k, v in where.items())])
+
+
+def stream(seed: int, *key: int) -> np.random.Generator:
+    """The generator for ``key`` under ``seed`` (``SeedSequence(seed, spawn_key=key)``)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(key)))
+
+
+def method_id(name: str) -> int:
+    """A stable integer id of a method's name, used as a stream key."""
+    return zlib.crc32(name.encode())
+
+
+def build_objective(cfg: ExperimentConfig) -> Objective:
+    o = cfg.objective
+    if o.kind == "quadratic":
+        if o.d < 1:
+            raise ConfigError(f"Key 'objective.d' must be an integer >= 1. Got {o.d!r} instead.")
+        return Quadratic(d=o.d)
+    if o.h is None:
+        raise ConfigError("Key 'objective.h' must be given for kind 'diagonal_quadratic'.")
+    return QuadraticForm(np.diag(o.h))
+
+
+def build_arms(cfg: ExperimentConfig, T: int) -> Arms:
+    """The arms of the configuration at T (σ² scaled by T / reference_T if asked)."""
+    a = cfg.arms
+    if a.sigma2 is not None:
+        arms = Arms(sigma2=a.sigma2)
+    else:
+        c = a.costs
+        cost = PowerCost(c_min=c.c_min, a=c.a, p=c.p)
+        agg = {
+            "linear": lambda: LinearAggregation(b=c.b),
+            "log": lambda: LogAggregation(b=c.b),
+            "power": lambda: PowerAggregation(b=c.b, q=c.q),
+        }[c.aggregation]()
+        arms = Arms.from_costs(cost, agg, c.budget)
+    if a.scale_with_T:
+        arms = arms.scaled(T / a.reference_T)
+    return arms
+
+
+def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
+    return MiniBatchOracle(build_objective(cfg), build_arms(cfg, T), noise=cfg.noise)
+
+
+def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
+    """The selector a configuration names (``c`` overrides the configured c)."""
+    if sel.rule == "eegrad":
+        return EEGrad(alpha=sel.alpha, beta=sel.beta, P=sel.P, c=sel.c if c is None else c)
+    if sel.rule == "greedy":
+        return Greedy()
+    if sel.rule == "round_robin":
+        return RoundRobin()
+    if sel.rule == "optimal":
+        return OptimalArm()
+    return FixedArm(sel.n)
+
+
+def rule_name(sel: SelectorConfig) -> str:
+    return f"mbo{sel.n}" if sel.rule == "fixed" else sel.rule
+
+
+def _methods(cfg: ExperimentConfig, arms: Arms) -> list[tuple[str, Selector]]:
+    methods = [(rule_name(cfg.selector), build_selector(cfg.selector))]
+    if cfg.baselines:
+        methods += [(f"mbo{n}", FixedArm(n)) for n in arms.n if f"mbo{n}" != methods[0][0]]
+    return methods
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    n = x.shape[0]
+    se = float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    return float(x.mean()), se
+
+
+def _c_values(cfg: ExperimentConfig) -> list[float]:
+    return list(cfg.c_values) or [cfg.selector.c]
+
+
+def study_work(cfg: ExperimentConfig) -> int:
+    """Units of work of a study (realization-rounds), for a progress bar."""
+    R = cfg.realizations
+    if cfg.study == "sgd":
+        n_methods = 1 + (len(build_arms(cfg, cfg.T[0]).n) if cfg.baselines else 0)
+        return sum(R * cfg.K * T * n_methods for T in cfg.T)
+    if cfg.study == "theorem1":
+        return sum(R * T * (len(_c_values(cfg)) + 1) for T in cfg.T)
+    return R * cfg.T[0] * len(cfg.eta) * (len(_c_values(cfg)) + 1)
+
+
+def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
+    """Run the study a configuration names; ``progress(units)`` is called as work completes."""
+    tick = progress or (lambda units: None)
+    runner = {"sgd": _sgd_study, "theorem1": _theorem1_study, "theorem2": _theorem2_study}
+    return runner[cfg.study](cfg, tick)
+
+
+def _initial_iterates(cfg: ExperimentConfig, d: int, *key: int) -> np.ndarray:
+    return cfg.init_scale * stream(cfg.seed, *key).standard_normal((cfg.realizations, d))
+
+
+def _sgd_study(cfg: ExperimentConfig, tick: Progress) -> Study:
+    """Expected gaps E F(w_k) − F*, k = 1..K+1, of each method at each T (Figure 1)."""
+    study = Study(cfg, SGD_COLUMNS)
+    R = cfg.realizations
+    eta = cfg.eta[0]
+    study.extra["arms"] = {}
+    for ti, T in enumerate(cfg.T):
+        oracle = build_oracle(cfg, T)
+        study.extra["arms"][T] = oracle.arms
+        w0 = _initial_iterates(cfg, oracle.d, ti, 0)
+        for name, selector in _methods(cfg, oracle.arms):
+            out = run_sgd(
+                oracle,
+                selector,
+                w0,
+                cfg.K,
+                T,
+                eta,
+                rng=stream(cfg.seed, ti, 1, method_id(name)),
+                engine=cfg.engine,
+            )
+            for k in range(cfg.K + 1):
+                mean, se = _mean_se(out.gaps[:, k])
+                study.rows.append(
+                    {"T": T, "method": name, "k": k + 1, "gap_mean": mean, "gap_se": se,
+                     "realizations": R}
+                )  # fmt: skip
+            tick(R * cfg.K * T)
+    return study
+
+
+def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
+    """E‖G − ∇F‖²/S(w) against σ*²/T and Z_T; both sides of eq. (gammaDelta)."""
+    study = Study(cfg, THEOREM1_COLUMNS)
+    R = cfg.realizations
+    sel_cfg = cfg.selector
+    if sel_cfg.rule != "eegrad":
+        raise ConfigError("Study 'theorem1' needs selector.rule = 'eegrad' (Z_T is EE-Grad's).")
+    for ti, T in enumerate(cfg.T):
+        oracle = build_oracle(cfg, T)
+        arms = oracle.arms
+        w = np.tile(np.asarray(cfg.w, dtype=float), (R, 1))
+        S = float(oracle.at(w[:1]).S[0])
+        if S <= 0:
+            raise ConfigError(f"Key 'w' must give S(w) > 0 for study 'theorem1'. Got {cfg.w!r}.")
+        grad = oracle.objective.grad(w)
+        star_T = arms.sigma2_star / T
+        # The optimal oracle, measured.
+        res = estimate_gradient(oracle, OptimalArm(), w, T, stream(cfg.seed, ti, 0),
+                                engine=cfg.engine)  # fmt: skip
+        err = ((res.gradient - grad) ** 2).sum(axis=1) / S
+        m, se = _mean_se(err)
+        study.rows.append(_t1_row(T, "optimal", float("nan"), m, se, star_T, star_T, R))
+        tick(R * T)
+        for c in _c_values(cfg):
+            sel = build_selector(sel_cfg, c=c)
+            beta = arms.sigma2.max() if sel_cfg.beta == "oracle" else sel_cfg.beta
+            P = S if sel_cfg.P == "oracle" else sel_cfg.P
+            if T < 2 * arms.N:
+                continue
+            res = estimate_gradient(oracle, sel, w, T, stream(cfg.seed, ti, 1, method_id(f"c={c}")),
+                                    engine=cfg.engine)  # fmt: skip
+            err = ((res.gradient - grad) ** 2).sum(axis=1) / S
+            lhs = err - star_T
+            rhs = (res.counts @ arms.delta) / T**2
+            regret = (res.counts @ arms.delta) / (T * arms.sigma2_star)
+            z = float(theory.Z_T(T, arms.sigma2, S, sel_cfg.alpha, beta, P, c, oracle.d))
+            row = _t1_row(T, "eegrad", c, *_mean_se(err), star_T, z, R)
+            row.update(zip(("identity_lhs_mean", "identity_lhs_se"), _mean_se(lhs), strict=True))
+            row.update(zip(("identity_rhs_mean", "identity_rhs_se"), _mean_se(rhs), strict=True))
+            row.update(zip(("identity_diff_mean", "identity_diff_se"), _mean_se(lhs - rhs),
+                           strict=True))  # fmt: skip
+            row.update(zip(("regret", "regret_se"), _mean_se(regret), strict=True))
+            study.rows.append(row)
+            tick(R * T)
+    study.extra["lai_robbins"] = {
+        T: float(theory.lai_robbins_regret(build_arms(cfg, T).sigma2, T, len(cfg.w))) for T in cfg.T
+    }
+    return study
+
+
+def _t1_row(T, method, c, m, se, star_T, z, R) -> dict[str, Any]:
+    nan = float("nan")
+    return {
+        "T": T, "method": method, "c": c, "error_mean": m, "error_se": se,
+        "sigma2_star_over_T": star_T, "Z_T": z, "identity_lhs_mean": nan,
+        "identity_lhs_se": nan, "identity_rhs_mean": nan, "identity_rhs_se": nan,
+        "identity_diff_mean": nan, "identity_diff_se": nan, "regret": nan, "regret_se": nan, "realizations": R,
+    }  # fmt: skip
+
+
+def _theorem2_study(cfg: ExperimentConfig, tick: Progress) -> Study:
+    """One-step contraction E F(w_2)/E F(w_1) against τ(η) (EE-Grad) and τ°(η) (optimal)."""
+    study = Study(cfg, THEOREM2_COLUMNS)
+    R = cfg.realizations
+    T = cfg.T[0]
+    oracle = build_oracle(cfg, T)
+    arms = oracle.arms
+    obj = oracle.objective
+    if obj.m is None or obj.L is None:
+        raise ConfigError("Study 'theorem2' needs an objective with known m and L.")
+    sel_cfg = cfg.selector
+    if sel_cfg.rule != "eegrad":
+        raise ConfigError("Study 'theorem2' needs selector.rule = 'eegrad' (τ is EE-Grad's).")
+    w0 = _initial_iterates(cfg, oracle.d, 0)
+    gap0 = obj.gap(w0)
+    S = oracle.at(w0).S
+    beta = arms.sigma2.max() if sel_cfg.beta == "oracle" else sel_cfg.beta
+    P = S if sel_cfg.P == "oracle" else sel_cfg.P
+    m, L = obj.m, obj.L
+    weights = gap0 / gap0.sum()
+    study.extra.update(sigma2_star=arms.sigma2_star, m=m, L=L, O={})
+    for ei, eta in enumerate(cfg.eta):
+        methods = [("optimal", float("nan"), OptimalArm())]
+        methods += [("eegrad", c, build_selector(sel_cfg, c=c)) for c in _c_values(cfg)]
+        for name, c, sel in methods:
+            out = run_sgd(oracle, sel, w0, 1, T, eta,
+                          rng=stream(cfg.seed, 1 + ei, method_id(f"{name}{c}")),
+                          engine=cfg.engine)  # fmt: skip
+            gap1 = out.gaps[:, 1]
+            rho = gap1.mean() / gap0.mean()
+            se = float((gap1 - rho * gap0).std(ddof=1) / (np.sqrt(R) * gap0.mean()))
+            if name == "optimal":
+                bound = float(theory.tau_opt(eta, arms.sigma2_star, T, m, L))
+                edge = float(theory.eta_max(arms.sigma2_star / T, L))
+            else:
+                # τ(w) depends on w through Z_T(w): the bound on E F(w_2) is E[τ(w_1) F(w_1)].
+                O = theory.O_T(T, arms.sigma2, S, sel_cfg.alpha, beta, P, c, oracle.d)
+                bound = float(np.sum(weights * theory.tau(eta, arms.sigma2_star, T, O, m, L)))
+                study.extra["O"][c] = float(np.sum(weights * O))
+                z = arms.sigma2_star / T + study.extra["O"][c]
+                edge = float(theory.eta_max(z, L))
+            study.rows.append(
+                {"eta": eta, "method": name, "c": c, "contraction_mean": float(rho),
+                 "contraction_se": se, "tau_bound": bound, "eta_max": edge, "realizations": R}
+            )  # fmt: skip
+            tick(R * T)
+    return study

@@ -1,0 +1,173 @@
+"""Figures of the studies (Matplotlib's object API, no global state, no display needed)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from . import theory
+from .experiment import Study
+from .results import atomic_write_bytes
+
+__all__ = ["plot_study", "save_figure"]
+
+#: One colour per method, stable across panels and figures.
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
+
+
+def _label(method: str) -> str:
+    if method.startswith("mbo"):
+        return f"MBO({method[3:]})"
+    return {"eegrad": "EE-Grad", "optimal": "optimal oracle", "greedy": "greedy",
+            "round_robin": "round-robin"}.get(method, method)  # fmt: skip
+
+
+def _colours(methods: list[str]) -> dict[str, str]:
+    return {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(methods)}
+
+
+def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
+    """Write ``stem.png`` (150 dpi) and ``stem.pdf`` atomically; returns the paths."""
+    paths = []
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        meta = {"Software": None} if ext == "png" else {"Creator": None, "Producer": None,
+                                                         "CreationDate": None}  # fmt: skip
+        fig.savefig(buf, format=ext, dpi=150, bbox_inches="tight", metadata=meta)
+        path = Path(f"{stem}.{ext}")
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    return paths
+
+
+def plot_study(study: Study) -> Figure:
+    """The figure of a study."""
+    return {"sgd": _plot_sgd, "theorem1": _plot_theorem1, "theorem2": _plot_theorem2}[
+        study.config.study
+    ](study)
+
+
+def _plot_sgd(study: Study) -> Figure:
+    cfg = study.config
+    Ts = list(cfg.T)
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    colour = _colours(methods)
+    fig = Figure(figsize=(4.2 * len(Ts), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(Ts), sharey=True, squeeze=False)[0]
+    closed_form = cfg.objective.kind == "quadratic"
+    for ax, T in zip(axes, Ts, strict=True):
+        arms = study.extra["arms"][T]
+        for m in methods:
+            k = study.column("k", T=T, method=m)
+            mean = study.column("gap_mean", T=T, method=m)
+            se = study.column("gap_se", T=T, method=m)
+            lw = 2.2 if not m.startswith("mbo") else 1.4
+            ax.plot(k, mean, marker="o", ms=3.5, lw=lw, color=colour[m], label=_label(m))
+            # ±2 SE of log(mean) by the delta method (SE/mean): a band that stays positive.
+            spread = np.exp(2 * se / mean)
+            ax.fill_between(k, mean / spread, mean * spread, color=colour[m], alpha=0.18, lw=0)
+            if closed_form and m.startswith("mbo"):
+                n = int(m[3:])
+                J = theory.fixed_oracle_gaps(mean[0], cfg.eta[0], arms.sigma2[n - 1], T, cfg.K)
+                ax.plot(k, J, ls="--", lw=1.0, color=colour[m])
+        ax.set_yscale("log")
+        ax.set_xticks(range(1, cfg.K + 2))
+        ax.set_xlabel("SGD iteration k")
+        ax.set_title(f"T = {T}")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel(r"expected gap  $E\,F(w_k) - F^*$")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if closed_form:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], ls="--", color="k", lw=1.0))
+        labels.append(r"closed form $J_1\rho_n^{k-1}$")
+    axes[-1].legend(handles, labels, fontsize=8, loc="lower left")
+    fig.suptitle(
+        f"Expected gaps of EE-Grad and the mini-batch oracles (K = {cfg.K}, η = {cfg.eta[0]}, "
+        f"{cfg.realizations} realizations; bands ±2 SE on the log scale)",
+        fontsize=10,
+    )
+    return fig
+
+
+def _plot_theorem1(study: Study) -> Figure:
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax, ax2 = fig.subplots(1, 2)
+    T = study.column("T", method="optimal").astype(float)
+    opt = study.column("error_mean", method="optimal")
+    opt_se = study.column("error_se", method="optimal")
+    ax.plot(T, study.column("sigma2_star_over_T", method="optimal"), "k-", lw=1.2,
+            label=r"optimal oracle $\sigma_*^2/T$")  # fmt: skip
+    ax.errorbar(T, opt, yerr=2 * opt_se, fmt="ko", ms=3, label="optimal oracle, measured")
+    cs = sorted({r["c"] for r in study.rows if r["method"] == "eegrad"})
+    colour = _colours([f"c{c}" for c in cs])
+    for c in cs:
+        Tc = study.column("T", method="eegrad", c=c).astype(float)
+        col = colour[f"c{c}"]
+        ax.errorbar(Tc, study.column("error_mean", method="eegrad", c=c),
+                    yerr=2 * study.column("error_se", method="eegrad", c=c), fmt="o-", ms=3.5,
+                    color=col, label=f"EE-Grad, c = {c:g}")  # fmt: skip
+        ax.plot(Tc, study.column("Z_T", method="eegrad", c=c), ls="--", color=col,
+                label=f"bound $Z_T$, c = {c:g}")  # fmt: skip
+        ax2.errorbar(Tc, study.column("regret", method="eegrad", c=c),
+                     yerr=2 * study.column("regret_se", method="eegrad", c=c), fmt="o-", ms=3.5,
+                     color=col, label=f"EE-Grad, c = {c:g}")  # fmt: skip
+    lr = study.extra["lai_robbins"]
+    ax2.plot(list(lr), list(lr.values()), "k--", label="Lai–Robbins asymptote")
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel("rounds per iterate T")
+        a.grid(True, which="both", alpha=0.25)
+    ax.set_ylabel(r"$E\|G - \nabla F\|^2 / S(w)$")
+    ax.set_title("Theorem 1: estimate error against the bound $Z_T$")
+    ax.set_ylim(bottom=0.5 * float(np.min(opt)))
+    ax.legend(fontsize=7, ncol=2)
+    ax2.set_ylabel(r"normalised regret  $\sum_n \Delta_n E\gamma_T(n) / (T\sigma_*^2)$")
+    ax2.set_title("Regret of the rule, eq. (gammaDelta)")
+    ax2.legend(fontsize=7)
+    return fig
+
+
+def _plot_theorem2(study: Study) -> Figure:
+    cfg = study.config
+    fig = Figure(figsize=(6.5, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    eta = study.column("eta", method="optimal")
+    ex = study.extra
+    T, s2star, m, L = cfg.T[0], ex["sigma2_star"], ex["m"], ex["L"]
+    fine = np.linspace(0.0, eta.max() * 1.02, 400)
+    ax.plot(fine, theory.tau_opt(fine, s2star, T, m, L), "k-", lw=1.2,
+            label=r"$\tau^{\circ}(\eta)$ (optimal oracle)")  # fmt: skip
+    ax.errorbar(eta, study.column("contraction_mean", method="optimal"),
+                yerr=2 * study.column("contraction_se", method="optimal"), fmt="ko", ms=3.5,
+                label="optimal oracle, measured")  # fmt: skip
+    cs = sorted({r["c"] for r in study.rows if r["method"] == "eegrad"})
+    colour = _colours([f"c{c}" for c in cs])
+    for c in cs:
+        col = colour[f"c{c}"]
+        e = study.column("eta", method="eegrad", c=c)
+        ax.errorbar(e, study.column("contraction_mean", method="eegrad", c=c),
+                    yerr=2 * study.column("contraction_se", method="eegrad", c=c), fmt="s",
+                    ms=3.5, color=col, label=f"EE-Grad, c = {c:g}, measured")  # fmt: skip
+        # τ = τ° + mLη²O is linear in O, so the F-weighted O of the study gives E[τ F]/E F.
+        bound = theory.tau(fine, s2star, T, ex["O"][c], m, L)
+        ax.plot(fine, bound, ls="--", color=col, label=rf"$\tau(\eta)$, c = {c:g}")
+        edge = study.column("eta_max", method="eegrad", c=c)[0]
+        ax.axvline(edge, color=col, ls=":", lw=1)
+    edge = study.column("eta_max", method="optimal")[0]
+    ax.axvline(edge, color="k", ls=":", lw=1, label="step-size condition edges (eq. assumptionEta)")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylim(0, 1.6)
+    ax.set_xlabel(r"step size $\eta$")
+    ax.set_ylabel(r"one-step contraction  $E F(w_2) / E F(w_1)$")
+    ax.set_title(f"Theorem 2 at T = {cfg.T[0]} ({cfg.realizations} realizations, ±2 SE)",
+                 fontsize=10)  # fmt: skip
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.25)
+    return fig

@@ -1,0 +1,90 @@
+"""Results are data: tidy CSV tables, ``metadata.json`` and figures, written atomically.
+
+Every write goes to a temporary file in the destination folder, then ``os.replace`` puts it in
+place, so a reader (or an interrupted run) never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "environment", "format_value", "read_table", "write_json",
+           "write_table"]  # fmt: skip
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def format_value(x: Any) -> str:
+    """A cell: shortest round-trip repr for floats (byte-stable), empty for NaN."""
+    if isinstance(x, float):
+        return "" if math.isnan(x) else repr(x)
+    return str(x)
+
+
+def write_table(path: str | Path, rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:
+    """A tidy CSV: a header of ``columns``, then one line per row."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([format_value(row[c]) for c in columns])
+    atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+
+
+def read_table(path: str | Path) -> list[dict[str, str]]:
+    """Rows of a CSV written by :func:`write_table`, as strings."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return str(x)
+
+
+def environment() -> dict[str, Any]:
+    """Versions of Python, eegrad and its dependencies (for metadata)."""
+    versions = {}
+    for pkg in ("eegrad", "numpy", "scipy", "matplotlib", "tqdm", "joblib", "numba"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "versions": versions,
+    }

@@ -1,0 +1,128 @@
+"""The command line end to end, with small R in temporary folders."""
+
+import json
+
+import numpy as np
+import pytest
+
+from eegrad.cli import main
+from eegrad.config import preset_path
+from eegrad.results import read_table
+from eegrad.theory import fixed_oracle_rate
+
+SGD_TOML = """
+study = "sgd"
+name = "small"
+seed = 11
+realizations = {R}
+T = [50]
+K = 4
+eta = 0.85
+
+[arms]
+sigma2 = [50.0, 26.0, 16.7]
+
+[selector]
+rule = "eegrad"
+c = 1.0
+"""
+
+
+def test_figure1_end_to_end(tmp_path):
+    out = tmp_path / "fig"
+    assert main(["reproduce", "figure1", "--realizations", "8", "--out", str(out), "-q"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "figure1.csv", "figure1.pdf", "figure1.png", "metadata.json"
+    ]  # fmt: skip
+    header = (out / "figure1.csv").read_text().splitlines()[0]
+    assert header == "T,method,k,gap_mean,gap_se,realizations"
+    rows = read_table(out / "figure1.csv")
+    assert len(rows) == 3 * 4 * 6
+    assert {r["method"] for r in rows} == {"eegrad", "mbo1", "mbo2", "mbo3"}
+    assert {r["T"] for r in rows} == {"50", "200", "3000"}
+    assert sorted({int(r["k"]) for r in rows}) == [1, 2, 3, 4, 5, 6]
+    assert all(r["realizations"] == "8" for r in rows)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["seed"] == 2024
+    assert meta["config"]["selector"] == {"rule": "eegrad", "alpha": 2.5, "beta": "oracle",
+                                          "P": "oracle", "c": 1.0}  # fmt: skip
+    assert "numpy" in meta["environment"]["versions"]
+    assert meta["wall_time_s"] >= 0
+    assert (out / "figure1.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fixed_oracle_rows_agree_with_closed_form(tmp_path):
+    """gap_mean of MBO(n) at k equals J_1 ρ_n^{k−1} (J_1 the measured mean at k = 1, shared by
+    all methods through common initial iterates) within 3 of the row's standard errors."""
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SGD_TOML.format(R=3000))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "-q"]) == 0
+    rows = read_table(tmp_path / "o" / "small.csv")
+    for n, s2 in enumerate([50.0, 26.0, 16.7], start=1):
+        r = [x for x in rows if x["method"] == f"mbo{n}"]
+        mean = np.array([float(x["gap_mean"]) for x in r])
+        se = np.array([float(x["gap_se"]) for x in r])
+        J = mean[0] * fixed_oracle_rate(0.85, s2, 50) ** np.arange(len(r))
+        assert np.all(np.abs(mean - J) <= 3 * se), (n, (mean - J) / se)
+
+
+def test_same_seed_gives_byte_identical_csv(tmp_path):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SGD_TOML.format(R=64))
+    for d in ("a", "b"):
+        assert main(["run", str(cfg), "--out", str(tmp_path / d), "-q"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "c"), "-q", "--seed", "12"]) == 0
+    a = (tmp_path / "a" / "small.csv").read_bytes()
+    assert a == (tmp_path / "b" / "small.csv").read_bytes()
+    assert a != (tmp_path / "c" / "small.csv").read_bytes()
+
+
+def test_theorem_studies_run(tmp_path):
+    for name, extra in (("theorem1", "T = [10, 40]\n"), ("theorem2", "eta = [0.2, 0.85]\n")):
+        text = preset_path(name).read_text()
+        lines = [ln for ln in text.splitlines() if not ln.startswith(("T =", "eta ="))]
+        f = tmp_path / f"{name}.toml"
+        f.write_text(extra + "\n".join(lines))
+        out = tmp_path / name
+        assert main(["run", str(f), "--out", str(out), "-R", "30", "-q"]) == 0
+        rows = read_table(out / f"{name}.csv")
+        assert rows
+        if name == "theorem1":
+            ee = [r for r in rows if r["method"] == "eegrad"]
+            assert len(ee) == 2 * 3  # two T, three c
+            assert all(float(r["Z_T"]) > float(r["sigma2_star_over_T"]) for r in ee)
+        else:
+            assert {r["method"] for r in rows} == {"optimal", "eegrad"}
+
+
+def test_reproduce_all_writes_report(tmp_path):
+    out = tmp_path / "all"
+    assert main(["reproduce", "all", "-R", "6", "--out", str(out), "-q"]) == 0
+    md = (out / "report.md").read_text()
+    for claim in ("Figure 1", "Theorem 1", "Theorem 2"):
+        assert f"**Claim ({claim}" in md or claim in md
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3
+
+
+def test_config_error_writes_nothing(tmp_path, capsys):
+    f = tmp_path / "bad.toml"
+    f.write_text("K = 'five'\n[arms]\nsigma2 = [1.0]\n")
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 2
+    assert "Key 'K' in" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["reproduce", "figure1", "--alpha", "2", "--out", str(out), "-q"]) == 2
+    assert "'alpha'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["reproduce", "--help"], ["run", "--help"]])
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: eegrad" in text
+    if argv[0] == "reproduce":
+        assert "alpha = 2.5" in text and "c = 1" in text and "--realizations" in text
