@@ -125,4 +125,6 @@ def test_help(argv, capsys):
     text = capsys.readouterr().out
     assert "usage: eegrad" in text
     if argv[0] == "reproduce":
-        assert "alpha = 2.5" in text and "c = 1" in text and "--realizations" in text
+        assert "alpha = 2.5" in text
+        assert "c = 1" in text
+        assert "--realizations" in text

@@ -179,9 +179,8 @@ def _convert(value: Any, tp: Any, key: str, where: str) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
+    elif tp is str and isinstance(value, str):
+        return value
     raise _type_error(key, where, tp, value)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def figure1_section(study: Study, image: str) -> Section:
             total += K1
         rows.append([str(T), f"{ee:.4g}", f"{b:.4g} (MBO({arms.n_star}))", f"{r:.3g} ± {rse:.2g}",
                      f"{within}/{total}" if total else "–"])  # fmt: skip
-    shrinks = all(x >= y for x, y in zip(ratios, ratios[1:], strict=False))
+    shrinks = all(x >= y for x, y in itertools.pairwise(ratios))
     verdict = "agrees" if shrinks else "does not agree in every panel"
     text = (
         f"**Claim (Section 6, Figure 1).** EE-Grad's expected gap is close to that of the optimal "
@@ -164,8 +165,8 @@ def write_report(folder: str | Path, sections: list[Section], command: str) -> N
     """Write ``report.md`` and ``report.html`` (figures embedded) into ``folder``."""
     folder = Path(folder)
     md = ["# EE-Grad: reproduction report\n", f"Produced by `{command}`.\n"]
-    body = [f"<h1>EE-Grad: reproduction report</h1><p>Produced by <code>{html.escape(command)}"
-            "</code>.</p>"]  # fmt: skip
+    body = [(f"<h1>EE-Grad: reproduction report</h1><p>Produced by <code>{html.escape(command)}"
+            "</code>.</p>")]  # fmt: skip
     for s in sections:
         md.append(f"## {s.title}\n")
         body.append(f"<h2>{html.escape(s.title)}</h2>")
