@@ -108,6 +108,18 @@ class IterateOracle:
     def truth(self) -> Truth:
         return Truth(sigma2=self.arms.sigma2, S=self.S)
 
+    def sample_mean(
+        self, counts: np.ndarray, T: int, streams: RealizationStreams
+    ) -> np.ndarray | None:
+        """The mean of T Gaussian outputs with known pulls ``counts`` (N,), drawn at once:
+        N(∇F, (Σ_n γ_n σ_n²/T²) M(w)). None where the noise is not Gaussian drawn directly."""
+        noise = self.oracle.noise
+        if not (noise.direct and noise.kind == "normal"):
+            return None
+        z = streams.draw(noise.kind, (self.grad.shape[1],))
+        scale = np.sqrt(counts @ self.arms.sigma2) / T
+        return self.grad + (scale * self.sqrt_m) * z
+
     def sample(self, arms: np.ndarray, streams: RealizationStreams) -> np.ndarray:
         """One round: G_t(w, n) for each realization's arm index (0-based), shape (R, d)."""
         noise = self.oracle.noise

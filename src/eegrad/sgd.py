@@ -10,7 +10,14 @@ import numpy as np
 
 from ._random import as_generator
 from ._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
-from .rounds import check_engine, check_selector, check_T, check_w, estimate_gradient
+from .rounds import (
+    check_engine,
+    check_selector,
+    check_T,
+    check_threads,
+    check_w,
+    estimate_gradient,
+)
 from .selectors.base import Selector
 
 __all__ = ["SGDResult", "run_sgd"]
@@ -84,6 +91,7 @@ def run_sgd(
     rng: Any,
     *,
     engine: str = "auto",
+    threads: int | None = None,
 ) -> SGDResult:
     r"""K iterations of SGD, each with a T-round estimate (Algorithm 1 at every iterate).
 
@@ -104,7 +112,10 @@ def run_sgd(
     eta : float, sequence of K floats, or callable k -> η_k
         Step sizes, each finite and > 0.
     rng : numpy.random.Generator or int
-    engine : {"auto", "numpy"}
+    engine : {"auto", "numpy", "numba"}
+        See :func:`~eegrad.estimate_gradient`.
+    threads : int, optional
+        Threads of the compiled engine; results do not depend on it.
 
     Returns
     -------
@@ -113,6 +124,7 @@ def run_sgd(
     """
     owner = "run_sgd"
     check_engine(engine, owner)
+    threads = check_threads(threads, owner)
     selector = check_selector(selector, owner)
     K = check_integer(K, "K", owner, ge=1)
     oracles = _oracles(oracle, K, owner)
@@ -129,7 +141,7 @@ def run_sgd(
     ws[:, 0] = w
     gaps[:, 0] = oracles[0].objective.gap(w)
     for k in range(K):
-        est = estimate_gradient(oracles[k], selector, w, T, gen, engine=engine)
+        est = estimate_gradient(oracles[k], selector, w, T, gen, engine=engine, threads=threads)
         with np.errstate(over="ignore", invalid="ignore"):
             w = w - etas[k] * est.gradient
         if not np.all(np.isfinite(w)):

@@ -68,6 +68,15 @@ class Selector:
         """Smallest T for which the rule is defined with N arms."""
         return 1
 
+    def oblivious_counts(self, T: int) -> np.ndarray | None:
+        """Pulls per arm over T rounds, shape (N,), for a rule whose choices do not depend on
+        what it observes (fixed, optimal, round-robin); None for an adaptive rule.
+
+        For such a rule and Gaussian noise the T-round mean is itself Gaussian with covariance
+        (Σ_n γ_n σ_n² / T²) M(w), so the simulator draws it at once (exact in distribution).
+        """
+        return None
+
     # -- ask/tell ------------------------------------------------------------------------------
     def ask(self, t: int | None = None) -> np.ndarray:
         """Arms to pull at round t (1-based; default: the next round), shape (R,)."""

@@ -38,6 +38,11 @@ class FixedArm(Selector):
     def _select(self, t: int) -> np.ndarray:
         return np.full(self._shape[0], self.n - 1, dtype=np.int64)
 
+    def oblivious_counts(self, T: int) -> np.ndarray:
+        counts = np.zeros(self._shape[1], dtype=np.int64)
+        counts[self.n - 1] = T
+        return counts
+
 
 class OptimalArm(Selector):
     """The optimal mini-batch oracle MBO(n*), n* = argmin σ_n² (Theorem 1's comparator).
@@ -52,6 +57,11 @@ class OptimalArm(Selector):
         n_star = int(np.argmin(self.truth.sigma2))
         return np.full(self._shape[0], n_star, dtype=np.int64)
 
+    def oblivious_counts(self, T: int) -> np.ndarray:
+        counts = np.zeros(self._shape[1], dtype=np.int64)
+        counts[int(np.argmin(self.truth.sigma2))] = T
+        return counts
+
 
 class RoundRobin(Selector):
     """Arms 1..N in turn, whatever was observed (pure exploration)."""
@@ -61,9 +71,13 @@ class RoundRobin(Selector):
     def _select(self, t: int) -> np.ndarray:
         return np.full(self._shape[0], (t - 1) % self._shape[1], dtype=np.int64)
 
+    def oblivious_counts(self, T: int) -> np.ndarray:
+        N = self._shape[1]
+        return T // N + (np.arange(N) < T % N).astype(np.int64)
+
 
 class Greedy(IndexSelector):
     """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
 
     def index(self, t: int) -> np.ndarray:
-        return self.stats.variance_trace()
+        return self.stats.sq_dev / (self.stats.count - 1)

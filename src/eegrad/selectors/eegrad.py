@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError, check_real
-from ..theory import f
 from .base import IndexSelector
 
 __all__ = ["EEGrad"]
@@ -92,8 +93,23 @@ class EEGrad(IndexSelector):
         return beta, P
 
     def index(self, t: int) -> np.ndarray:
+        r"""V_t(n) − f(α ln t/(γ_t(n) − 1)), shape (R, N).
+
+        f(x) of eq. (funcf) is evaluated in the factorised form
+        :math:`\beta P k_1 s g \max(1, k_2 s g)` with :math:`s = \sqrt{\ln t}`,
+        :math:`g = (\gamma - 1)^{-1/2}`, :math:`k_1 = \sqrt{\alpha d / c}`,
+        :math:`k_2 = \sqrt{\alpha / (c d)}` — equal to :func:`eegrad.theory.f` up to rounding,
+        and the exact operations of the compiled engine, so both engines pick the same arms.
+        """
         beta, P = self.constants()
-        V = self.stats.variance_trace()
+        count = self.stats.count
+        V = self.stats.sq_dev / (count - 1)
+        g = 1.0 / np.sqrt(count - 1)
+        k1, k2, s = self._factors(t)
+        return V - beta * P * k1 * s * g * np.maximum(1.0, k2 * s * g)
+
+    def _factors(self, t: int) -> tuple[float, float, float]:
         d = self._shape[2]
-        x = self.alpha * np.log(t) / (self.stats.count - 1)
-        return V - f(x, beta, P, self.c, d)
+        k1 = math.sqrt(self.alpha * d / self.c)
+        k2 = math.sqrt(self.alpha / (self.c * d))
+        return k1, k2, math.sqrt(math.log(t))

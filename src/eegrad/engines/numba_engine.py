@@ -1,0 +1,99 @@
+"""The compiled engine: blocks of realizations run by Numba kernels on threads."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .._random import RealizationStreams
+from ..oracle import IterateOracle
+from ..selectors import EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin
+from ..selectors.base import Selector
+
+__all__ = ["run_rounds", "unsupported_reason"]
+
+#: Selector classes the kernels implement (exact types: a subclass may change the rule).
+RULES = (EEGrad, Greedy, FixedArm, OptimalArm, RoundRobin)
+
+
+def unsupported_reason(at: Any, selector: Selector) -> str | None:
+    """Why the kernels cannot run this case, or None if they can."""
+    if type(at) is not IterateOracle:
+        return f"oracle {type(at.oracle).__name__ if hasattr(at, 'oracle') else at!r}"
+    noise = at.oracle.noise
+    if not (noise.direct and noise.kind == "normal"):
+        return f"noise family {noise.name!r} (only Gaussian, drawn directly)"
+    if type(selector) not in RULES:
+        return f"selector {type(selector).__name__}"
+    return None
+
+
+def _rule(selector: Selector, truth: Any, R: int) -> tuple[int, np.ndarray, np.ndarray, bool]:
+    from . import numba_kernels as k
+
+    P = np.zeros(R)
+    if type(selector) is EEGrad:
+        beta, P_in = selector.constants()
+        P = np.full(R, P_in) if np.ndim(P_in) == 0 else np.asarray(P_in, dtype=float).reshape(R)
+        k1, k2, _ = selector._factors(1)
+        return k.EEGRAD, np.array([beta, k1, k2]), P, True
+    if type(selector) is Greedy:
+        return k.GREEDY, np.zeros(1), P, True
+    if type(selector) is FixedArm:
+        return k.FIXED, np.array([selector.n - 1.0]), P, False
+    if type(selector) is OptimalArm:
+        return k.OPTIMAL, np.array([float(np.argmin(truth.sigma2))]), P, False
+    return k.ROUND_ROBIN, np.zeros(1), P, False
+
+
+def default_threads() -> int:
+    return os.cpu_count() or 1
+
+
+def run_rounds(
+    at: IterateOracle,
+    selector: Selector,
+    T: int,
+    streams: RealizationStreams,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Run T rounds for all blocks; returns Σ_t G_t of shape (R, d) and leaves the selector's
+    counts and statistics as the NumPy engine would."""
+    from .numba_kernels import run_block
+
+    R, d = at.grad.shape
+    N = at.arms.N
+    rule, params, P, keep = _rule(selector, selector.truth, R)
+    scale = np.sqrt(at.arms.sigma2)
+    total = np.zeros((R, d))
+    count = np.zeros((R, N), dtype=np.int64)
+    mean = np.zeros((R, N, d))
+    sq = np.zeros((R, N))
+    grad = np.ascontiguousarray(at.grad)
+    sqrt_m = np.ascontiguousarray(at.sqrt_m)
+
+    def job(b: int) -> None:
+        sl = streams.slices[b]
+        run_block(streams.generators[b], grad[sl], sqrt_m[sl], scale, rule, params, P[sl], T,
+                  total[sl], count[sl], mean[sl], sq[sl], keep)  # fmt: skip
+
+    n_blocks = len(streams.slices)
+    workers = min(threads or default_threads(), n_blocks)
+    if workers <= 1:
+        for b in range(n_blocks):
+            job(b)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(job, range(n_blocks)))
+    selector.counts[:] = count
+    selector.t = T
+    if selector.uses_statistics:
+        selector.stats.count[:] = count
+        selector.stats.mean[:] = mean
+        selector.stats.sq_dev[:] = sq
+    return total
+
+

@@ -1,0 +1,100 @@
+"""Numba kernels: Algorithm 1's T rounds for one block of realizations.
+
+Imported only when Numba is installed. Each kernel call runs one block with its own
+``numpy.random.Generator`` and releases the GIL (``nogil=True``), so blocks run on threads in
+parallel while every block's numbers are those of the NumPy engine: the same generator, the
+same draws in the same order (round-major, then realization, then coordinate) and the same
+floating-point operations in the same order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+# Rule codes (see eegrad.engines.numba_engine).
+EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN = 0, 1, 2, 3, 4
+
+
+@nb.njit(nogil=True, cache=True)
+def run_block(
+    gen, grad, sqrt_m, scale, rule, params, P, T, total, count, mean, sq, keep_stats
+):  # pragma: no cover - compiled; exercised through the engine's tests
+    """Run T rounds for one block.
+
+    Parameters
+    ----------
+    gen : numpy.random.Generator
+        The block's stream.
+    grad, sqrt_m : (Rb, d) arrays
+        ∇F(w) and √diag M(w) of each realization.
+    scale : (N,) array
+        √σ_n² of each arm (the standard deviation of MBO(n) per unit of √M).
+    rule : int
+        Rule code.
+    params : (k,) array
+        The rule's numbers: EEGRAD (β, k₁, k₂) with k₁ = √(αd/c), k₂ = √(α/(cd));
+        FIXED and OPTIMAL (arm index,).
+    P : (Rb,) array
+        EEGrad's P per realization.
+    T : int
+    total : (Rb, d) out
+        Σ_t G_t.
+    count : (Rb, N) int64 out; mean : (Rb, N, d) out; sq : (Rb, N) out
+        The arms' statistics (zeroed by the caller).
+    keep_stats : bool
+        Update mean and sq (rules that ignore them skip the work, as in the NumPy engine).
+    """
+    Rb, d = grad.shape
+    N = scale.shape[0]
+    z = np.empty(d)
+    g = np.empty(d)
+    # V_t(n) and (γ − 1)^(−1/2), cached: they change only when arm n is pulled.
+    V = np.empty((Rb, N))
+    isg = np.empty((Rb, N))
+    for t in range(1, T + 1):
+        s = math.sqrt(math.log(t))
+        for r in range(Rb):
+            # -- ask ------------------------------------------------------------------------
+            if rule == FIXED or rule == OPTIMAL:
+                arm = int(params[0])
+            elif rule == ROUND_ROBIN or t <= 2 * N:
+                arm = (t - 1) % N
+            else:
+                arm = 0
+                best = np.inf
+                for n in range(N):
+                    if rule == EEGRAD:
+                        gn = isg[r, n]
+                        v = V[r, n] - params[0] * P[r] * params[1] * s * gn * max(
+                            1.0, params[2] * s * gn
+                        )
+                    else:
+                        v = V[r, n]
+                    if v < best:  # strict: ties keep the smallest n, as np.argmin
+                        best = v
+                        arm = n
+            # -- the oracle: G = ∇F + (√σ_n² √M) z ------------------------------------------
+            for j in range(d):
+                z[j] = gen.standard_normal()
+            for j in range(d):
+                g[j] = grad[r, j] + (scale[arm] * sqrt_m[r, j]) * z[j]
+                total[r, j] += g[j]
+            # -- tell (Welford, as ArmStatistics.update) -------------------------------------
+            count[r, arm] += 1
+            if not keep_stats:
+                continue
+            cnt = count[r, arm]
+            acc = 0.0
+            for j in range(d):
+                old = mean[r, arm, j]
+                delta = g[j] - old
+                new = old + delta / cnt
+                mean[r, arm, j] = new
+                acc += delta * (g[j] - new)
+            sq[r, arm] += acc
+            if cnt >= 2:
+                V[r, arm] = sq[r, arm] / (cnt - 1)
+                isg[r, arm] = 1.0 / math.sqrt(cnt - 1)

@@ -1,0 +1,113 @@
+"""The compiled engine runs the same rounds as the NumPy engine on the same streams."""
+
+import numpy as np
+import pytest
+
+from eegrad import (
+    Arms,
+    EEGrad,
+    FixedArm,
+    GaussianOracle,
+    Greedy,
+    OptimalArm,
+    Quadratic,
+    QuadraticForm,
+    RademacherOracle,
+    RoundRobin,
+    estimate_gradient,
+    run_sgd,
+)
+from eegrad import engines as engines_mod
+from eegrad._random import RealizationStreams
+from eegrad.engines import EngineFallbackWarning
+from eegrad.rounds import numpy_rounds
+
+numba = pytest.importorskip("numba", reason="the compiled engine needs the 'fast' extra")
+from eegrad.engines.numba_engine import run_rounds  # noqa: E402
+
+ADAPTIVE = [
+    lambda T: EEGrad(alpha=2.5, beta="oracle", P="oracle", c=1.0),
+    lambda T: EEGrad(alpha=3.0, beta=2.0 * T, P=3.0, c=10.0),
+    lambda T: Greedy(),
+]
+ALL = [*ADAPTIVE, lambda T: FixedArm(2), lambda T: OptimalArm(), lambda T: RoundRobin()]
+
+
+def cases():
+    """The paper's example (σ² scaled to T) and a case with N = 5, d = 3."""
+    for T in (50, 300):
+        yield T, GaussianOracle(Quadratic(2), Arms(np.array([50.0, 26.0, 16.7]) * T / 50)), 2
+    H = np.diag([1.0, 2.0, 0.5])
+    yield 40, GaussianOracle(QuadraticForm(H), Arms([3.0, 1.2, 0.8, 1.0, 2.5])), 3
+
+
+@pytest.mark.parametrize("make", ALL)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernel_equals_numpy_rounds(make, threads):
+    """Identical pull counts; gradients equal to 1e-12 relative (here: bit for bit)."""
+    for T, oracle, d in cases():
+        R = 600  # three blocks, the last one partial
+        w = np.random.default_rng(T).standard_normal((R, d)) + 0.1
+        at = oracle.at(w)
+        totals, counts = [], []
+        for engine in ("numpy", "numba"):
+            sel = make(T)
+            sel.init(R, oracle.arms.N, d, truth=at.truth())
+            streams = RealizationStreams(np.random.default_rng(7), R)
+            if engine == "numpy":
+                totals.append(numpy_rounds(at, sel, T, streams))
+            else:
+                totals.append(run_rounds(at, sel, T, streams, threads=threads))
+            counts.append(sel.counts.copy())
+            if sel.uses_statistics:
+                counts.append(sel.stats.count.copy())
+        np.testing.assert_array_equal(counts[0], counts[len(counts) // 2])
+        np.testing.assert_allclose(totals[1], totals[0], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_estimate_gradient_engines_agree(make):
+    for T, oracle, d in cases():
+        w = np.random.default_rng(1).standard_normal((300, d))
+        a = estimate_gradient(oracle, make(T), w, T, rng=3, engine="numpy")
+        b = estimate_gradient(oracle, make(T), w, T, rng=3, engine="numba", threads=2)
+        c = estimate_gradient(oracle, make(T), w, T, rng=3, engine="numba", threads=1)
+        np.testing.assert_array_equal(a.counts, b.counts)
+        np.testing.assert_array_equal(b.counts, c.counts)
+        np.testing.assert_allclose(b.gradient, a.gradient, rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(b.gradient, c.gradient)
+
+
+def test_run_sgd_engines_agree(paper_oracle):
+    w0 = np.random.default_rng(0).standard_normal((700, 2))
+    a = run_sgd(paper_oracle, EEGrad(), w0, K=3, T=50, eta=0.85, rng=4, engine="numpy")
+    b = run_sgd(paper_oracle, EEGrad(), w0, K=3, T=50, eta=0.85, rng=4, engine="numba")
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_allclose(b.gaps, a.gaps, rtol=1e-12)
+
+
+def test_unsupported_case_falls_back_with_notice():
+    oracle = RademacherOracle(Quadratic(2), Arms([2.0, 1.0]))
+    w = np.ones((10, 2))
+    with pytest.warns(EngineFallbackWarning, match="noise family 'rademacher'"):
+        b = estimate_gradient(oracle, EEGrad(), w, 8, rng=1, engine="numba")
+    a = estimate_gradient(oracle, EEGrad(), w, 8, rng=1, engine="numpy")
+    np.testing.assert_array_equal(a.gradient, b.gradient)
+    # "auto" takes NumPy for it silently: it is what auto means.
+    c = estimate_gradient(oracle, EEGrad(), w, 8, rng=1, engine="auto")
+    np.testing.assert_array_equal(a.gradient, c.gradient)
+
+
+def test_numba_requested_but_not_installed(monkeypatch, paper_oracle):
+    monkeypatch.setattr(engines_mod, "numba_available", lambda: False)
+    with pytest.raises(ValueError, match="'engine'.*Numba installed"):
+        estimate_gradient(paper_oracle, EEGrad(), np.ones((2, 2)), 6, rng=0, engine="numba")
+    res = estimate_gradient(paper_oracle, EEGrad(), np.ones((2, 2)), 6, rng=0, engine="auto")
+    assert res.counts.sum() == 12
+
+
+def test_bad_engine_and_threads(paper_oracle):
+    with pytest.raises(ValueError, match="'engine' parameter of estimate_gradient"):
+        estimate_gradient(paper_oracle, EEGrad(), np.ones((2, 2)), 6, rng=0, engine="cuda")
+    with pytest.raises(ValueError, match="'threads' parameter"):
+        estimate_gradient(paper_oracle, EEGrad(), np.ones((2, 2)), 6, rng=0, threads=0)
