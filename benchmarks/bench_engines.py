@@ -219,8 +219,10 @@ def main() -> None:
               f"{r['plain']:.1f} | {r['naive']:.0f} | {r['floor']:.1f} | "
               f"{r['numpy'] / r['numba_all']:.1f}× | {r['numba_1'] / r['floor']:.2f}× | "
               f"{r['plain'] / r['numpy']:.2f}× |")  # fmt: skip
-    print("\n(ns per realization-round; the naive loop is timed on "
-          f"{args.naive_realizations} realizations and scaled; best of {args.repeat}.)\n")
+    print(
+        "\n(ns per realization-round; the naive loop is timed on "
+        f"{args.naive_realizations} realizations and scaled; best of {args.repeat}.)\n"
+    )
     print(f"Peak memory above the baseline at R = 2000, T = 3000: compiled {mem['numba']:.1f} MB,"
           f" NumPy {mem['numpy']:.1f} MB.")  # fmt: skip
     print(f"`eegrad reproduce figure1` (defaults, compiled engine, warm cache): {figure1:.2f} s "

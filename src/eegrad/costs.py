@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-
 from ._validation import check_callable, check_real, fail
 
 __all__ = [
@@ -66,6 +64,8 @@ class CostFidelity:
         lo = hi / 2.0
         while float(self.cost(np.array(lo))) > x and lo > 1e-300:
             lo /= 2.0
+        from scipy.optimize import brentq  # imported on first use: SciPy is slow to import
+
         return float(
             brentq(lambda th: float(self.cost(np.array(th))) - x, lo, hi, xtol=1e-15, rtol=1e-14)
         )

@@ -11,8 +11,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import expit
 
 from ._validation import InvalidParameterError, check_array, check_integer, check_real, fail
 
@@ -198,12 +196,16 @@ class LogisticRegression(Objective):
         return loss + 0.5 * self.lam * np.einsum("rd,rd->r", w, w)
 
     def grad(self, w: np.ndarray) -> np.ndarray:
+        from scipy.special import expit
+
         margin = self.y * (w @ self.X.T)
         weight = -self.y * expit(-margin)
         return weight @ self.X / self.n_samples + self.lam * w
 
     @cached_property
     def w_star(self) -> np.ndarray:
+        from scipy.optimize import minimize
+
         res = minimize(
             lambda v: float(self.value(v[None])[0]),
             np.zeros(self.d),

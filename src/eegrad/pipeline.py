@@ -10,7 +10,6 @@ from tqdm.auto import tqdm
 
 from .config import ExperimentConfig, config_to_dict
 from .experiment import Study, run_study, study_work
-from .plots import plot_study, save_figure
 from .results import environment, write_json, write_table
 
 __all__ = ["run_to_folder"]
@@ -28,6 +27,8 @@ def run_to_folder(
         study = run_study(cfg, progress=bar.update)
     wall = time.perf_counter() - start
     write_table(out / f"{cfg.name}.csv", study.rows, study.columns)
+    from .plots import plot_study, save_figure  # Matplotlib is imported only when needed
+
     fig = plot_study(study)
     save_figure(fig, out / cfg.name)
     write_json(

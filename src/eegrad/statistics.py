@@ -38,18 +38,22 @@ class ArmStatistics:
         self.count = np.zeros((R, N), dtype=np.int64)
         self.mean = np.zeros((R, N, d))
         self.sq_dev = np.zeros((R, N))
-        self._rows = np.arange(R)
+        # Flat views: row r, arm a is entry r*N + a (one gather/scatter instead of 2-D indexing).
+        self._count_flat = self.count.reshape(-1)
+        self._mean_flat = self.mean.reshape(R * N, d)
+        self._sq_flat = self.sq_dev.reshape(-1)
+        self._base = np.arange(R) * N
 
     def update(self, arms: np.ndarray, g: np.ndarray) -> None:
         """Add output ``g[r]`` (shape (R, d)) to arm ``arms[r]`` of each realization r."""
-        rows = self._rows
-        self.count[rows, arms] += 1
-        cnt = self.count[rows, arms][:, None]
-        old = self.mean[rows, arms]
+        idx = self._base + arms
+        self._count_flat[idx] += 1
+        cnt = self._count_flat[idx][:, None]
+        old = self._mean_flat[idx]
         delta = g - old
         new = old + delta / cnt
-        self.mean[rows, arms] = new
-        self.sq_dev[rows, arms] += np.einsum("rd,rd->r", delta, g - new)
+        self._mean_flat[idx] = new
+        self._sq_flat[idx] += np.einsum("rd,rd->r", delta, g - new)
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) of every arm, shape (R, N); NaN where γ_t(n) < 2 (undefined)."""

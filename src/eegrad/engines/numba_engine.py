@@ -53,6 +53,18 @@ def default_threads() -> int:
     return os.cpu_count() or 1
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool per worker count, created once (threads start only once)."""
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers,
+                                                    thread_name_prefix="eegrad")  # fmt: skip
+    return pool
+
+
 def run_rounds(
     at: IterateOracle,
     selector: Selector,
@@ -86,14 +98,15 @@ def run_rounds(
         for b in range(n_blocks):
             job(b)
     else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(job, range(n_blocks)))
+        # Blocks are handed out one per task; each writes only its own slices, so the
+        # schedule cannot change a result.
+        pool = _pool(workers)
+        futures = [pool.submit(job, b) for b in range(n_blocks)]
+        for f in futures:
+            f.result()
     selector.counts[:] = count
     selector.t = T
     if selector.uses_statistics:
-        selector.stats.count[:] = count
         selector.stats.mean[:] = mean
         selector.stats.sq_dev[:] = sq
     return total
-
-

@@ -53,7 +53,8 @@ class Selector:
         self._shape = (R, N, d)
         self.truth = truth
         self.stats = ArmStatistics(R, N if self.uses_statistics else 0, d)
-        self.counts = np.zeros((R, N), dtype=np.int64)  # shape=(R, N)
+        # γ_t(n), shape=(R, N): the statistics' own counts where the rule keeps statistics.
+        self.counts = self.stats.count if self.uses_statistics else np.zeros((R, N), np.int64)
         self.t = 0  # rounds told so far
         self._rows = np.arange(R)
         self._pending: np.ndarray | None = None
@@ -105,11 +106,16 @@ class Selector:
             raise fail("gradients", f"{type(self).__name__}.tell", f"of shape ({R}, {d})", g.shape)
         if not np.all(np.isfinite(g)):
             raise fail("gradients", f"{type(self).__name__}.tell", "finite (no NaN or Inf)", g)
+        self._observe(arms, g)
+
+    def _observe(self, arms: np.ndarray, g: np.ndarray) -> None:
+        """Record a round whose arms and gradients the caller has already checked."""
         self._pending = None
         self.t += 1
-        self.counts[self._rows, arms] += 1
         if self.uses_statistics:
             self.stats.update(arms, g)
+        else:
+            self.counts[self._rows, arms] += 1
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) per realization and arm, shape (R, N); NaN where fewer than 2 pulls."""
