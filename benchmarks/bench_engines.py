@@ -190,9 +190,9 @@ def main() -> None:
         row["plain"] = best_of(lambda T=T: plain_numpy_sgd(T, np.random.default_rng(1), w0()),
                                args.repeat) / rr * 1e9  # fmt: skip
         n = args.naive_realizations
-        t = best_of(lambda T=T: naive_loop_sgd(T, np.random.default_rng(1), n), 1)
+        t = best_of(lambda T=T, n=n: naive_loop_sgd(T, np.random.default_rng(1), n), 1)
         row["naive"] = t / (n * K * T) * 1e9
-        row["floor"] = best_of(lambda: floor_normals(rr * D, np.random.default_rng(1)),
+        row["floor"] = best_of(lambda rr=rr: floor_normals(rr * D, np.random.default_rng(1)),
                                args.repeat) / rr * 1e9  # fmt: skip
         results.append(row)
         print(f"T={T} done", file=sys.stderr)

@@ -23,7 +23,7 @@ from eegrad.engines import EngineFallbackWarning
 from eegrad.rounds import numpy_rounds
 
 numba = pytest.importorskip("numba", reason="the compiled engine needs the 'fast' extra")
-from eegrad.engines.numba_engine import run_rounds  # noqa: E402
+from eegrad.engines.numba_engine import run_rounds
 
 ADAPTIVE = [
     lambda T: EEGrad(alpha=2.5, beta="oracle", P="oracle", c=1.0),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from ._validation import check_callable, check_real, fail
 
 __all__ = [
