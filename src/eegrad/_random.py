@@ -57,8 +57,16 @@ class RealizationStreams:
         Realizations per stream.
     """
 
-    def __init__(self, rng: np.random.Generator, R: int, block_size: int = BLOCK_SIZE):
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        R: int,
+        block_size: int = BLOCK_SIZE,
+        rounds: int | None = None,
+    ):
         self.R = R
+        #: Rounds the caller will draw (if known): the last chunk then draws no more than needed.
+        self.rounds = rounds
         self.block_size = block_size
         n_blocks = -(-R // block_size)
         children = rng.spawn(n_blocks + 1)
@@ -77,13 +85,16 @@ class RealizationStreams:
         ``(Rb, *tail)`` draws, so buffering never changes a result.
         """
         key = (kind, tail)
-        entry = self._buffers.get(key)
+        entry = self._buffers.get(key)  # [buffer, next row, rounds drawn so far]
         if entry is None or entry[1] >= entry[0].shape[0]:
-            buf = np.empty((CHUNK_ROUNDS, self.R, *tail))
+            drawn = 0 if entry is None else entry[2]
+            chunk = CHUNK_ROUNDS
+            if self.rounds is not None and self.rounds > drawn:
+                chunk = min(chunk, self.rounds - drawn)
+            buf = np.empty((chunk, self.R, *tail))
             for gen, sl in zip(self.generators, self.slices, strict=True):
-                size = (CHUNK_ROUNDS, sl.stop - sl.start, *tail)
-                buf[:, sl] = _draw(gen, kind, size)
-            entry = [buf, 0]
+                buf[:, sl] = _draw(gen, kind, (chunk, sl.stop - sl.start, *tail))
+            entry = [buf, 0, drawn + chunk]
             self._buffers[key] = entry
         out = entry[0][entry[1]]
         entry[1] += 1

@@ -140,7 +140,7 @@ def estimate_gradient(
     gen = as_generator(rng, owner)
     R, d = w.shape
     at = oracle.at(w)
-    streams = RealizationStreams(gen, R)
+    streams = RealizationStreams(gen, R, rounds=T)
     selector.init(R, N, d, truth=at.truth())
     counts = selector.oblivious_counts(T)
     if counts is not None and hasattr(at, "sample_mean"):
