@@ -44,8 +44,10 @@ def test_figure1_end_to_end(tmp_path):
     assert all(r["realizations"] == "8" for r in rows)
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["seed"] == 2024
-    assert meta["config"]["selector"] == {"rule": "eegrad", "alpha": 2.5, "beta": "oracle",
-                                          "P": "oracle", "c": 1.0}  # fmt: skip
+    sel = meta["config"]["selector"]
+    assert {k: sel[k] for k in ("rule", "alpha", "beta", "P", "c")} == {
+        "rule": "eegrad", "alpha": 2.5, "beta": "oracle", "P": "oracle", "c": 1.0
+    }  # fmt: skip
     assert "numpy" in meta["environment"]["versions"]
     assert meta["wall_time_s"] >= 0
     assert (out / "figure1.png").read_bytes()[:4] == b"\x89PNG"
@@ -99,10 +101,11 @@ def test_reproduce_all_writes_report(tmp_path):
     out = tmp_path / "all"
     assert main(["reproduce", "all", "-R", "6", "--out", str(out), "-q"]) == 0
     md = (out / "report.md").read_text()
-    for claim in ("Figure 1", "Theorem 1", "Theorem 2"):
-        assert f"**Claim ({claim}" in md or claim in md
+    for claim in ("Claim (Section 6, Figure 1)", "Claim (Theorem 1)", "Claim (Theorem 2)",
+                  "Claim (ours, not the paper's)"):  # fmt: skip
+        assert claim in md
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3
+    assert html.count("data:image/png;base64,") == 4
 
 
 def test_config_error_writes_nothing(tmp_path, capsys):
@@ -122,9 +125,40 @@ def test_help(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
     assert "usage: eegrad" in text
     if argv[0] == "reproduce":
         assert "alpha = 2.5" in text
         assert "c = 1" in text
         assert "--realizations" in text
+
+
+def test_rules_study_and_overlay(tmp_path):
+    text = preset_path("rules").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("T =")]
+    f = tmp_path / "rules.toml"
+    f.write_text("T = [20, 60]\n" + "\n".join(lines))
+    out = tmp_path / "rules"
+    assert main(["run", str(f), "--out", str(out), "-R", "20", "-q"]) == 0
+    rows = read_table(out / "rules.csv")
+    assert rows[0].keys() == {"profile", "T", "method", "regret", "regret_se", "lai_robbins",
+                              "lock_in", "realizations"}  # fmt: skip
+    assert {r["profile"] for r in rows} == {"paper", "middle", "near-tie"}
+    assert {r["method"] for r in rows} >= {"eegrad-c1", "kl_lcb", "chi2_lcb", "thompson"}
+    pulls = read_table(out / "rules_pulls.csv")
+    for prof in ("paper", "middle"):
+        for T in ("20", "60"):
+            total = sum(
+                float(p["pulls_mean"])
+                for p in pulls
+                if p["profile"] == prof and p["T"] == T and p["method"] == "thompson"
+            )
+            assert total == pytest.approx(float(T))  # mean pulls sum to T
+    # figure1 with an overlaid rule: the other methods' numbers do not change.
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["reproduce", "figure1", "-R", "30", "--out", str(a), "-q"]) == 0
+    assert main(["reproduce", "figure1", "-R", "30", "--out", str(b), "-q", "--rule",
+                 "thompson"]) == 0  # fmt: skip
+    ra, rb = read_table(a / "figure1.csv"), read_table(b / "figure1.csv")
+    assert {r["method"] for r in rb} == {"eegrad", "thompson", "mbo1", "mbo2", "mbo3"}
+    assert ra == [r for r in rb if r["method"] != "thompson"]

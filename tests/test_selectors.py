@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 
 from eegrad import (
+    KLLCB,
     Arms,
     CallableOracle,
+    ChiSquareLCB,
     EEGrad,
     FixedArm,
     GaussianOracle,
@@ -12,6 +14,7 @@ from eegrad import (
     ProtocolError,
     Quadratic,
     RoundRobin,
+    ThompsonVariance,
     estimate_gradient,
 )
 from eegrad.theory import f
@@ -23,6 +26,9 @@ SELECTORS = [
     lambda: OptimalArm(),
     lambda: RoundRobin(),
     lambda: Greedy(),
+    lambda: KLLCB(),
+    lambda: ChiSquareLCB(),
+    lambda: ThompsonVariance(),
 ]
 
 
@@ -39,7 +45,7 @@ def test_counts_sum_to_T_and_seed_reproducible(make, paper_oracle):
     assert not np.array_equal(a.gradient, c.gradient)
 
 
-@pytest.mark.parametrize("make", [SELECTORS[0], SELECTORS[1], SELECTORS[5]])
+@pytest.mark.parametrize("make", [SELECTORS[i] for i in (0, 1, 5, 6, 7, 8)])
 def test_initial_rounds_pull_every_arm_twice_in_order(make, paper_oracle):
     sel = make()
     R, N = 5, 3

@@ -25,6 +25,8 @@ from .oracle import (
 )
 from .rounds import GradientEstimate, estimate_gradient
 from .selectors import (
+    KLLCB,
+    ChiSquareLCB,
     EEGrad,
     FixedArm,
     Greedy,
@@ -33,6 +35,8 @@ from .selectors import (
     ProtocolError,
     RoundRobin,
     Selector,
+    ThompsonVariance,
+    default_selector,
 )
 from .sgd import SGDResult, run_sgd
 from .statistics import ArmStatistics
@@ -43,9 +47,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "KLLCB",
     "ArmStatistics",
     "Arms",
     "CallableOracle",
+    "ChiSquareLCB",
     "EEGrad",
     "FixedArm",
     "Gaussian",
@@ -69,10 +75,12 @@ __all__ = [
     "RoundRobin",
     "SGDResult",
     "Selector",
+    "ThompsonVariance",
     "Truth",
     "Uniform",
     "UniformOracle",
     "__version__",
+    "default_selector",
     "estimate_gradient",
     "run_sgd",
 ]

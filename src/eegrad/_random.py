@@ -75,6 +75,23 @@ class RealizationStreams:
         self.shared: np.random.Generator = children[n_blocks]
         self.slices = [slice(b * block_size, min((b + 1) * block_size, R)) for b in range(n_blocks)]
         self._buffers: dict[tuple[Any, ...], list[Any]] = {}
+        self._selector_generators: list[np.random.Generator] | None = None
+
+    @property
+    def selector_generators(self) -> list[np.random.Generator]:
+        """One generator per block for a selector's own randomness (e.g. posterior sampling),
+        spawned from :attr:`shared` on first use: the gradients' noise streams stay the same
+        whichever selector runs (common random numbers)."""
+        if self._selector_generators is None:
+            self._selector_generators = self.shared.spawn(len(self.slices))
+        return self._selector_generators
+
+    def per_block(self, draw: Any, out: np.ndarray) -> np.ndarray:
+        """Fill ``out`` (leading axis R) block by block: ``out[sl] = draw(gen, sl)`` with each
+        block's selector generator."""
+        for gen, sl in zip(self.selector_generators, self.slices, strict=True):
+            out[sl] = draw(gen, sl)
+        return out
 
     def draw(self, kind: str, tail: tuple[int, ...]) -> np.ndarray:
         """Draws of shape ``(R, *tail)``, unit variance, one round's worth.

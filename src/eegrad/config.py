@@ -29,6 +29,7 @@ __all__ = [
     "CostConfig",
     "ExperimentConfig",
     "ObjectiveConfig",
+    "ProfileConfig",
     "SelectorConfig",
     "config_from_dict",
     "config_to_dict",
@@ -80,15 +81,28 @@ class ArmsConfig:
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """The selection rule under study. ``rule``: ``"eegrad"`` (α, β, P, c), ``"greedy"``,
-    ``"round_robin"``, ``"optimal"`` or ``"fixed"`` (with ``n``)."""
+    """A selection rule. ``rule``: ``"eegrad"`` (α, β, P, c; Algorithm 1), ``"kl_lcb"`` (c,
+    dims), ``"chi2_lcb"`` (alpha, dims), ``"thompson"`` (dims), ``"greedy"``,
+    ``"round_robin"``, ``"optimal"`` or ``"fixed"`` (with ``n``). ``alpha`` and ``c`` left out
+    take each rule's default (EE-Grad: α = 2.5, c = 1; kl-LCB: c = 0; χ²-LCB: α = 1).
+    ``label`` names the rule in tables and figures (default: derived from the rule)."""
 
     rule: str = "eegrad"
-    alpha: float = 2.5
+    alpha: float | None = None
     beta: float | str = "oracle"
     P: float | str = "oracle"
-    c: float = 1.0
+    c: float | None = None
     n: int | None = None
+    dims: float | str = "d"
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """A named arm profile (study ``"rules"``)."""
+
+    name: str = "profile"
+    sigma2: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -120,16 +134,25 @@ class ExperimentConfig:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     arms: ArmsConfig = field(default_factory=ArmsConfig)
     selector: SelectorConfig = field(default_factory=SelectorConfig)
+    #: More rules run beside the selector (study "sgd": overlays; study "rules": the compared
+    #: rules, the selector first).
+    rules: list[SelectorConfig] = field(default_factory=list)
+    #: Arm profiles of study "rules" (the arms table is ignored there).
+    profiles: list[ProfileConfig] = field(default_factory=list)
 
+
+RULE_NAMES = ("eegrad", "kl_lcb", "chi2_lcb", "thompson", "greedy", "round_robin", "optimal",
+              "fixed")  # fmt: skip
 
 _CHOICES = {
-    ("study",): ("sgd", "theorem1", "theorem2"),
+    ("study",): ("sgd", "theorem1", "theorem2", "rules"),
     ("engine",): ("auto", "numpy", "numba"),
     ("noise",): ("gaussian", "rademacher", "uniform"),
     ("objective", "kind"): ("quadratic", "diagonal_quadratic"),
     ("arms", "costs", "kind"): ("power",),
     ("arms", "costs", "aggregation"): ("linear", "log", "power"),
-    ("selector", "rule"): ("eegrad", "greedy", "round_robin", "optimal", "fixed"),
+    ("selector", "rule"): RULE_NAMES,
+    ("rules", "rule"): RULE_NAMES,
 }
 
 
@@ -245,8 +268,14 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
         need(len(cfg.eta) == 1, "eta", "one step size for study 'sgd'", cfg.eta)
     if cfg.study == "theorem1":
         need(len(cfg.w) == _dimension(cfg), "w", f"a list of d = {_dimension(cfg)} floats", cfg.w)
-    if cfg.selector.rule == "fixed":
-        need(cfg.selector.n is not None, "selector.n", "given for rule 'fixed'", None)
+    for key, sel in [("selector", cfg.selector)] + [("rules", r) for r in cfg.rules]:
+        if sel.rule == "fixed":
+            need(sel.n is not None, f"{key}.n", "given for rule 'fixed'", None)
+    if cfg.study == "rules":
+        need(len(cfg.profiles) >= 1, "profiles", "at least one [[profiles]] table", [])
+        for p in cfg.profiles:
+            need(len(p.sigma2) >= 1 and all(x > 0 for x in p.sigma2), "profiles.sigma2",
+                 "a non-empty list of positive floats", p.sigma2)  # fmt: skip
 
 
 def _dimension(cfg: ExperimentConfig) -> int:

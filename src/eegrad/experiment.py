@@ -24,7 +24,17 @@ from .costs import LinearAggregation, LogAggregation, PowerAggregation, PowerCos
 from .objectives import Objective, Quadratic, QuadraticForm
 from .oracle import MiniBatchOracle
 from .rounds import estimate_gradient
-from .selectors import EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin, Selector
+from .selectors import (
+    KLLCB,
+    ChiSquareLCB,
+    EEGrad,
+    FixedArm,
+    Greedy,
+    OptimalArm,
+    RoundRobin,
+    Selector,
+    ThompsonVariance,
+)
 from .sgd import run_sgd
 
 __all__ = [
@@ -41,6 +51,9 @@ __all__ = [
 Progress = Callable[[int], Any]
 
 SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
+RULES_COLUMNS = ("profile", "T", "method", "regret", "regret_se", "lai_robbins", "lock_in",
+                 "realizations")  # fmt: skip
+PULLS_COLUMNS = ("profile", "T", "method", "n", "pulls_mean")
 THEOREM1_COLUMNS = (
     "T", "method", "c", "error_mean", "error_se", "sigma2_star_over_T", "Z_T",
     "identity_lhs_mean", "identity_lhs_se", "identity_rhs_mean", "identity_rhs_se",
@@ -61,6 +74,8 @@ class Study:
     columns: tuple[str, ...]
     rows: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Further tidy tables written beside the main one: file stem -> (rows, columns).
+    tables: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = field(default_factory=dict)
 
     def column(self, name: str, **where: Any) -> np.ndarray:
         """Values of one column over the rows matching ``where`` (in table order)."""
@@ -113,8 +128,16 @@ def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
 
 def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
     """The selector a configuration names (``c`` overrides the configured c)."""
+    c = sel.c if c is None else c
     if sel.rule == "eegrad":
-        return EEGrad(alpha=sel.alpha, beta=sel.beta, P=sel.P, c=sel.c if c is None else c)
+        return EEGrad(alpha=2.5 if sel.alpha is None else sel.alpha, beta=sel.beta, P=sel.P,
+                      c=1.0 if c is None else c)  # fmt: skip
+    if sel.rule == "kl_lcb":
+        return KLLCB(c=0.0 if c is None else c, dims=sel.dims)
+    if sel.rule == "chi2_lcb":
+        return ChiSquareLCB(alpha=1.0 if sel.alpha is None else sel.alpha, dims=sel.dims)
+    if sel.rule == "thompson":
+        return ThompsonVariance(dims=sel.dims)
     if sel.rule == "greedy":
         return Greedy()
     if sel.rule == "round_robin":
@@ -125,13 +148,28 @@ def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
 
 
 def rule_name(sel: SelectorConfig) -> str:
-    return f"mbo{sel.n}" if sel.rule == "fixed" else sel.rule
+    """The method's name in tables: the label, else ``mboN`` for a fixed arm, else the rule
+    (with EE-Grad's c where it differs from the default 1)."""
+    if sel.label:
+        return sel.label
+    if sel.rule == "fixed":
+        return f"mbo{sel.n}"
+    if sel.rule == "eegrad" and sel.c not in (None, 1.0):
+        return f"eegrad-c{sel.c:g}"
+    return sel.rule
 
 
 def _methods(cfg: ExperimentConfig, arms: Arms) -> list[tuple[str, Selector]]:
     methods = [(rule_name(cfg.selector), build_selector(cfg.selector))]
+    methods += [(rule_name(r), build_selector(r)) for r in cfg.rules]
     if cfg.baselines:
-        methods += [(f"mbo{n}", FixedArm(n)) for n in arms.n if f"mbo{n}" != methods[0][0]]
+        names = {m for m, _ in methods}
+        methods += [(f"mbo{n}", FixedArm(n)) for n in arms.n if f"mbo{n}" not in names]
+    seen: set[str] = set()
+    for name, _ in methods:
+        if name in seen:
+            raise ConfigError(f"Two methods are named {name!r}: give one a 'label'.")
+        seen.add(name)
     return methods
 
 
@@ -149,8 +187,10 @@ def study_work(cfg: ExperimentConfig) -> int:
     """Units of work of a study (realization-rounds), for a progress bar."""
     R = cfg.realizations
     if cfg.study == "sgd":
-        n_methods = 1 + (len(build_arms(cfg, cfg.T[0]).n) if cfg.baselines else 0)
+        n_methods = 1 + len(cfg.rules) + (len(build_arms(cfg, cfg.T[0]).n) if cfg.baselines else 0)
         return sum(R * cfg.K * T * n_methods for T in cfg.T)
+    if cfg.study == "rules":
+        return R * max(cfg.T) * len(cfg.profiles) * len(_rules_list(cfg))
     if cfg.study == "theorem1":
         return sum(R * T * (len(_c_values(cfg)) + 1) for T in cfg.T)
     return R * cfg.T[0] * len(cfg.eta) * (len(_c_values(cfg)) + 1)
@@ -159,7 +199,8 @@ def study_work(cfg: ExperimentConfig) -> int:
 def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
     """Run the study a configuration names; ``progress(units)`` is called as work completes."""
     tick = progress or (lambda units: None)
-    runner = {"sgd": _sgd_study, "theorem1": _theorem1_study, "theorem2": _theorem2_study}
+    runner = {"sgd": _sgd_study, "theorem1": _theorem1_study, "theorem2": _theorem2_study,
+              "rules": _rules_study}  # fmt: skip
     return runner[cfg.study](cfg, tick)
 
 
@@ -304,4 +345,66 @@ def _theorem2_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                  "contraction_se": se, "tau_bound": bound, "eta_max": edge, "realizations": R}
             )  # fmt: skip
             tick(R * T)
+    return study
+
+
+def _rules_list(cfg: ExperimentConfig) -> list[SelectorConfig]:
+    return [cfg.selector, *cfg.rules]
+
+
+def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
+    """Normalised regret Σ_n Δ_n E γ_T(n) / (T σ*²) of each rule on each arm profile, over a
+    grid of T, with the Lai–Robbins asymptote and the mean pulls per arm.
+
+    Every rule here is anytime (its index uses ln t, never the horizon), so one run to the
+    largest T, with the counts read at each T of the grid, gives the regret at every T.
+    """
+    from ._random import RealizationStreams
+    from .rounds import numpy_rounds
+
+    study = Study(cfg, RULES_COLUMNS)
+    pulls: list[dict[str, Any]] = []
+    study.tables[f"{cfg.name}_pulls"] = (pulls, PULLS_COLUMNS)
+    R = cfg.realizations
+    grid = sorted(set(cfg.T))
+    grid_set = set(grid)
+    objective = build_objective(cfg)
+    w = np.tile(np.asarray(cfg.w, dtype=float), (R, 1))
+    objective.check_iterate(w, "the 'rules' study", "w")
+    for pi, prof in enumerate(cfg.profiles):
+        arms = Arms(prof.sigma2)
+        oracle = MiniBatchOracle(objective, arms, noise=cfg.noise)
+        at = oracle.at(w)
+        if grid[0] < 2 * arms.N:
+            raise ConfigError(f"Key 'T' must be >= 2N = {2 * arms.N} for profile {prof.name!r}.")
+        lr = theory.lai_robbins_regret(arms.sigma2, np.array(grid, dtype=float), objective.d)
+        for sel_cfg in _rules_list(cfg):
+            name = rule_name(sel_cfg)
+            sel = build_selector(sel_cfg)
+            streams = RealizationStreams(stream(cfg.seed, pi, method_id(name)), R,
+                                         rounds=grid[-1])  # fmt: skip
+            sel.init(R, arms.N, objective.d, truth=at.truth(), streams=streams)
+            snapshots: dict[int, np.ndarray] = {}
+
+            def keep(t: int, sel: Selector = sel, snapshots: dict = snapshots) -> None:
+                if t in grid_set:
+                    snapshots[t] = sel.counts.copy()
+
+            numpy_rounds(at, sel, grid[-1], streams, after_round=keep)
+            for T, lr_T in zip(grid, lr, strict=True):
+                counts = snapshots[T]
+                regret = counts @ arms.delta / (T * arms.sigma2_star)
+                m, se = _mean_se(regret)
+                lock = float(np.mean(counts[:, arms.n_star - 1] < T / 2))
+                study.rows.append(
+                    {"profile": prof.name, "T": T, "method": name, "regret": m,
+                     "regret_se": se, "lai_robbins": float(lr_T), "lock_in": lock,
+                     "realizations": R}
+                )  # fmt: skip
+                for n in arms.n:
+                    pulls.append(
+                        {"profile": prof.name, "T": T, "method": name, "n": int(n),
+                         "pulls_mean": float(counts[:, n - 1].mean())}
+                    )  # fmt: skip
+            tick(R * grid[-1])
     return study

@@ -27,6 +27,8 @@ def run_to_folder(
         study = run_study(cfg, progress=bar.update)
     wall = time.perf_counter() - start
     write_table(out / f"{cfg.name}.csv", study.rows, study.columns)
+    for stem, (rows, columns) in study.tables.items():
+        write_table(out / f"{stem}.csv", rows, columns)
     from .plots import plot_study, save_figure  # Matplotlib is imported only when needed
 
     fig = plot_study(study)
@@ -46,7 +48,12 @@ def run_to_folder(
             "command": command,
             "wall_time_s": round(wall, 3),
             "environment": environment(),
-            "files": [f"{cfg.name}.csv", f"{cfg.name}.png", f"{cfg.name}.pdf"],
+            "files": [
+                f"{cfg.name}.csv",
+                *(f"{t}.csv" for t in study.tables),
+                f"{cfg.name}.png",
+                f"{cfg.name}.pdf",
+            ],
         },
     )
     return study

@@ -24,8 +24,11 @@ _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#
 def _label(method: str) -> str:
     if method.startswith("mbo"):
         return f"MBO({method[3:]})"
+    if method.startswith("eegrad-c"):
+        return f"EE-Grad, c = {method[8:]}"
     return {"eegrad": "EE-Grad", "optimal": "optimal oracle", "greedy": "greedy",
-            "round_robin": "round-robin"}.get(method, method)  # fmt: skip
+            "round_robin": "round-robin", "kl_lcb": "kl-LCB", "chi2_lcb": "χ²-LCB",
+            "thompson": "Thompson (variance)"}.get(method, method)  # fmt: skip
 
 
 def _colours(methods: list[str]) -> dict[str, str]:
@@ -48,9 +51,8 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
 
 def plot_study(study: Study) -> Figure:
     """The figure of a study."""
-    return {"sgd": _plot_sgd, "theorem1": _plot_theorem1, "theorem2": _plot_theorem2}[
-        study.config.study
-    ](study)
+    return {"sgd": _plot_sgd, "theorem1": _plot_theorem1, "theorem2": _plot_theorem2,
+            "rules": _plot_rules}[study.config.study](study)  # fmt: skip
 
 
 def _plot_sgd(study: Study) -> Figure:
@@ -175,4 +177,36 @@ def _plot_theorem2(study: Study) -> Figure:
                  fontsize=10)  # fmt: skip
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.25)
+    return fig
+
+
+def _plot_rules(study: Study) -> Figure:
+    cfg = study.config
+    profiles = [p.name for p in cfg.profiles]
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    colour = _colours(methods)
+    fig = Figure(figsize=(4.6 * len(profiles), 4.8))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.25, top=0.88, wspace=0.18)
+    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
+    for ax, prof in zip(axes, profiles, strict=True):
+        for m in methods:
+            T = study.column("T", profile=prof, method=m)
+            ax.errorbar(T, study.column("regret", profile=prof, method=m),
+                        yerr=2 * study.column("regret_se", profile=prof, method=m),
+                        color=colour[m], marker="o", ms=3, lw=1.4, label=_label(m))  # fmt: skip
+        T = study.column("T", profile=prof, method=methods[0])
+        ax.plot(T, study.column("lai_robbins", profile=prof, method=methods[0]), "k--", lw=1.2,
+                label="Lai–Robbins asymptote")  # fmt: skip
+        sigma2 = next(p.sigma2 for p in cfg.profiles if p.name == prof)
+        ax.set_title(f"{prof}: σ² = ({', '.join(f'{x:g}' for x in sigma2)})", fontsize=9)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("rounds T")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("normalised regret  Σₙ Δₙ E γ_T(n) / (T σ*²)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False)  # fmt: skip
+    fig.suptitle(f"Selection rules: regret of one T-round estimate ({cfg.realizations} "
+                 "realizations, ±2 SE)", fontsize=10)  # fmt: skip
     return fig

@@ -141,7 +141,7 @@ def estimate_gradient(
     R, d = w.shape
     at = oracle.at(w)
     streams = RealizationStreams(gen, R, rounds=T)
-    selector.init(R, N, d, truth=at.truth())
+    selector.init(R, N, d, truth=at.truth(), streams=streams)
     counts = selector.oblivious_counts(T)
     if counts is not None and hasattr(at, "sample_mean"):
         mean = at.sample_mean(counts, T, streams)
@@ -160,8 +160,17 @@ def estimate_gradient(
     return GradientEstimate(gradient=total / T, counts=selector.counts.copy())
 
 
-def numpy_rounds(at: Any, selector: Selector, T: int, streams: RealizationStreams) -> np.ndarray:
-    """The NumPy engine: T rounds of ask, sample, tell; returns Σ_t G_t of shape (R, d)."""
+def numpy_rounds(
+    at: Any,
+    selector: Selector,
+    T: int,
+    streams: RealizationStreams,
+    after_round: Any = None,
+) -> np.ndarray:
+    """The NumPy engine: T rounds of ask, sample, tell; returns Σ_t G_t of shape (R, d).
+
+    ``after_round(t)``, if given, is called after each round (e.g. to read the counts).
+    """
     R, d = selector.counts.shape[0], selector._shape[2]
     total = np.zeros((R, d))
     for t in range(1, T + 1):
@@ -170,6 +179,8 @@ def numpy_rounds(at: Any, selector: Selector, T: int, streams: RealizationStream
         _check_output(g, t, arms, R, d)
         selector._observe(arms, g)  # checked just above: skip tell()'s second check
         total += g
+        if after_round is not None:
+            after_round(t)
     return total
 
 

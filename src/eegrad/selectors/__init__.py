@@ -2,9 +2,14 @@
 
 from .base import IndexSelector, ProtocolError, Selector
 from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
+from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
+from .rules import KLLCB, ChiSquareLCB, ThompsonVariance
 
 __all__ = [
+    "DEFAULT_RULE",
+    "KLLCB",
+    "ChiSquareLCB",
     "EEGrad",
     "FixedArm",
     "Greedy",
@@ -13,4 +18,6 @@ __all__ = [
     "ProtocolError",
     "RoundRobin",
     "Selector",
+    "ThompsonVariance",
+    "default_selector",
 ]

@@ -46,12 +46,17 @@ class Selector:
         self.truth: Truth | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def init(self, R: int, N: int, d: int, truth: Truth | None = None) -> None:
-        """Start a new T-round estimate for R realizations, N arms, dimension d."""
+    def init(self, R: int, N: int, d: int, truth: Truth | None = None, streams: Any = None) -> None:
+        """Start a new T-round estimate for R realizations, N arms, dimension d.
+
+        ``streams`` (a :class:`~eegrad._random.RealizationStreams`) gives randomised rules
+        their per-block generators; rules without randomness ignore it.
+        """
         if self.needs_truth and truth is None:
             raise self._truth_error()
         self._shape = (R, N, d)
         self.truth = truth
+        self.streams = streams
         self.stats = ArmStatistics(R, N if self.uses_statistics else 0, d)
         # γ_t(n), shape=(R, N): the statistics' own counts where the rule keeps statistics.
         self.counts = self.stats.count if self.uses_statistics else np.zeros((R, N), np.int64)
@@ -63,7 +68,7 @@ class Selector:
         """Forget all statistics (same sizes and truth)."""
         if self._shape is None:
             raise ProtocolError(f"{self!r}: reset() before init(R, N, d)")
-        self.init(*self._shape, truth=self.truth)
+        self.init(*self._shape, truth=self.truth, streams=self.streams)
 
     def min_rounds(self, N: int) -> int:
         """Smallest T for which the rule is defined with N arms."""

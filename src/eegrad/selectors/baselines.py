@@ -27,10 +27,10 @@ class FixedArm(Selector):
         super().__init__()
         self.n = check_integer(n, "n", "FixedArm", ge=1)
 
-    def init(self, R, N, d, truth=None) -> None:
+    def init(self, R, N, d, truth=None, streams=None) -> None:
         if self.n > N:
             raise fail("n", "FixedArm", f"a mini-batch size in 1..N = 1..{N}", self.n)
-        super().init(R, N, d, truth)
+        super().init(R, N, d, truth, streams)
 
     def get_params(self) -> dict[str, Any]:
         return {"n": self.n}

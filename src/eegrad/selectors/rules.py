@@ -1,0 +1,181 @@
+r"""Selection rules that need none of the paper's unknown constants (β, P, c).
+
+Each arm n's trace statistic V_t(n) estimates s_n = σ_n² S(w). For Gaussian noise with
+isotropic M(w), :math:`\nu V_t(n) / s_n \sim \chi^2_\nu` with :math:`\nu = d(\gamma_t(n) - 1)`
+degrees of freedom; for a general diagonal M the law is a weighted sum of χ² variables whose
+effective degrees of freedom (Satterthwaite) lie between γ − 1 and d(γ − 1). The rules below take
+``dims``, the effective dimensions per pull: ``"d"`` (the isotropic value) or a number in
+[1, d] — ``dims=1`` is the conservative choice for strongly non-isotropic M(w) (it widens every
+interval). Since all arms share S(w) at an iterate, comparing scales s_n compares σ_n².
+
+All three pull every arm twice first (as Algorithm 1) and then the arm of smallest index, ties to
+the smallest n, vectorised over realizations and arms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import InvalidParameterTypeError, check_integer, check_real, fail
+from .base import IndexSelector
+
+__all__ = ["KLLCB", "ChiSquareLCB", "ThompsonVariance", "kl_lcb_ratio"]
+
+
+def _dims(value: Any, owner: str) -> float | str:
+    if isinstance(value, str):
+        if value != "d":
+            raise InvalidParameterTypeError(
+                f"The 'dims' parameter of {owner} must be 'd' or a float >= 1. "
+                f"Got {value!r} instead."
+            )
+        return value
+    return check_real(value, "dims", owner, ge=1)
+
+
+class _ScaleRule(IndexSelector):
+    """Shared pieces: effective degrees of freedom ν = dims · (γ − 1) and V."""
+
+    def __init__(self, dims: float | str = "d"):
+        super().__init__()
+        self.dims = _dims(dims, type(self).__name__)
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        if self.dims != "d" and self.dims > d:
+            raise fail("dims", type(self).__name__, f"'d' or a float in [1, d = {d}]", self.dims)
+        super().init(R, N, d, truth, streams)
+
+    def _nu_and_V(self) -> tuple[np.ndarray, np.ndarray]:
+        d = self._shape[2]
+        per_pull = d if self.dims == "d" else self.dims
+        dof = self.stats.count - 1
+        return per_pull * dof, self.stats.sq_dev / dof
+
+
+class ChiSquareLCB(_ScaleRule):
+    r"""Lower confidence bound on each arm's scale from the χ² law of the trace statistic.
+
+    .. math::
+
+        \mathrm{index}_t(n) = \frac{\nu\,V_t(n)}{q_{\nu}(1 - t^{-\alpha})}, \qquad
+        \nu = \mathrm{dims}\,(\gamma_t(n) - 1),
+
+    :math:`q_\nu(p)` the p-quantile of χ²_ν (SciPy's ``chdtri``): with probability at least
+    :math:`1 - t^{-\alpha}` the index is below s_n. Reference: the χ² confidence interval for a
+    Gaussian variance (e.g. Casella & Berger, *Statistical Inference*, §9.2), used as a UCB-type
+    index as in Auer et al. (2002).
+
+    Parameters
+    ----------
+    alpha : float
+        Confidence exponent, > 0 (δ_t = t^(−α)).
+    dims : "d" or float
+        Effective dimensions per pull (see the module's notes).
+    """
+
+    def __init__(self, alpha: float = 1.0, dims: float | str = "d"):
+        super().__init__(dims)
+        self.alpha = check_real(alpha, "alpha", "ChiSquareLCB", gt=0)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "dims": self.dims}
+
+    def index(self, t: int) -> np.ndarray:
+        from scipy.special import chdtri
+
+        nu, V = self._nu_and_V()
+        return nu * V / chdtri(nu, t ** (-self.alpha))
+
+
+def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
+    r"""The root x >= 1 of :math:`x - 1 - \ln x = y` for each y = ``level`` >= 0 (Newton).
+
+    h(x) = x − 1 − ln x is convex and increasing on [1, ∞); Newton's method started at
+    x₀ = 2(y + 1), where h(x₀) >= y, decreases monotonically to the root.
+    """
+    y = np.asarray(level, dtype=np.float64)
+    x = 2.0 * (y + 1.0)
+    for _ in range(iterations):
+        x = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
+    return np.where(y > 0, x, 1.0)
+
+
+class KLLCB(_ScaleRule):
+    r"""The kl-LCB for a Gaussian scale: the smallest s with
+
+    .. math::
+
+        \frac{\nu}{2}\left(\frac{V}{s} - 1 - \ln\frac{V}{s}\right) \le \ln t + c \ln\ln t,
+        \qquad \nu = \mathrm{dims}\,(\gamma_t(n) - 1),
+
+    i.e. s = V / x with x >= 1 the root of x − 1 − ln x = 2(ln t + c ln ln t)/ν (Newton,
+    vectorised; see :func:`kl_lcb_ratio`). The left side is ν times the Kullback–Leibler
+    divergence between centred Gaussians of variances V and s per degree of freedom. Reference:
+    kl-UCB, Garivier & Cappé (2011) and Cappé et al. (2013), here for the scale of a Gaussian.
+
+    Parameters
+    ----------
+    c : float
+        Weight of the ln ln t term, >= 0 (0: the plain ln t threshold).
+    dims : "d" or float
+        Effective dimensions per pull; ``dims=1`` is the one-dimensional variant for
+        non-isotropic M(w).
+    """
+
+    def __init__(self, c: float = 0.0, dims: float | str = "d"):
+        super().__init__(dims)
+        self.c = check_real(c, "c", "KLLCB", ge=0)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"c": self.c, "dims": self.dims}
+
+    def threshold(self, t: int) -> float:
+        lt = math.log(t)
+        return lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+
+    def index(self, t: int) -> np.ndarray:
+        nu, V = self._nu_and_V()
+        x = kl_lcb_ratio(2.0 * self.threshold(t) / nu)
+        return V / x
+
+
+class ThompsonVariance(_ScaleRule):
+    r"""Posterior sampling of each arm's scale s_n = σ_n² S(w).
+
+    With the Jeffreys prior p(s) ∝ 1/s and the χ²_ν law of ν V / s, the posterior of s is
+    inverse-gamma, :math:`s \mid V \sim \mathrm{InvGamma}(\nu/2,\ \nu V / 2)`; each round
+    draws :math:`\tilde s_n = \nu V_t(n) / (2 g_n)`, :math:`g_n \sim \mathrm{Gamma}(\nu/2, 1)`,
+    and pulls the arm of smallest draw. Approximation: the χ² law is exact for Gaussian noise
+    with isotropic M(w) (``dims="d"``); otherwise ν = dims · (γ − 1) is an effective value.
+    Reference: Thompson (1933); Kaufmann, Korda & Munos (2012) for its regret.
+
+    Parameters
+    ----------
+    dims : "d" or float
+        Effective dimensions per pull.
+    seed : int
+        Seed for use without the simulator's streams (e.g. a user's training loop). In the
+        simulator each block of realizations draws from its own stream, so results depend
+        only on the simulation's seed.
+    """
+
+    def __init__(self, dims: float | str = "d", seed: int = 0):
+        super().__init__(dims)
+        self.seed = check_integer(seed, "seed", "ThompsonVariance", ge=0)
+        self._own_rng = np.random.default_rng(self.seed)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"dims": self.dims, "seed": self.seed}
+
+    def index(self, t: int) -> np.ndarray:
+        nu, V = self._nu_and_V()
+        shape = nu / 2.0
+        if self.streams is None:
+            g = self._own_rng.standard_gamma(shape)
+        else:
+            g = self.streams.per_block(lambda gen, sl: gen.standard_gamma(shape[sl]),
+                                       np.empty_like(shape))  # fmt: skip
+        return nu * V / (2.0 * g)
