@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from eegrad import (
+    KLLCB,
     Arms,
+    ChiSquareLCB,
     EEGrad,
     FixedArm,
     GaussianOracle,
@@ -14,13 +16,14 @@ from eegrad import (
     QuadraticForm,
     RademacherOracle,
     RoundRobin,
+    ThompsonVariance,
     estimate_gradient,
     run_sgd,
 )
 from eegrad import engines as engines_mod
 from eegrad._random import RealizationStreams
 from eegrad.engines import EngineFallbackWarning
-from eegrad.rounds import numpy_rounds
+from eegrad.rounds import counts_at_checkpoints, numpy_rounds
 
 numba = pytest.importorskip("numba", reason="the compiled engine needs the 'fast' extra")
 from eegrad.engines.numba_engine import run_rounds
@@ -29,6 +32,10 @@ ADAPTIVE = [
     lambda T: EEGrad(alpha=2.5, beta="oracle", P="oracle", c=1.0),
     lambda T: EEGrad(alpha=3.0, beta=2.0 * T, P=3.0, c=10.0),
     lambda T: Greedy(),
+    lambda T: KLLCB(),
+    lambda T: KLLCB(c=1.0, dims=1.5),
+    lambda T: ThompsonVariance(),
+    lambda T: ThompsonVariance(dims=1.0),
 ]
 ALL = [*ADAPTIVE, lambda T: FixedArm(2), lambda T: OptimalArm(), lambda T: RoundRobin()]
 
@@ -52,12 +59,12 @@ def test_kernel_equals_numpy_rounds(make, threads):
         totals, counts = [], []
         for engine in ("numpy", "numba"):
             sel = make(T)
-            sel.init(R, oracle.arms.N, d, truth=at.truth())
             streams = RealizationStreams(np.random.default_rng(7), R)
+            sel.init(R, oracle.arms.N, d, truth=at.truth(), streams=streams)
             if engine == "numpy":
                 totals.append(numpy_rounds(at, sel, T, streams))
             else:
-                totals.append(run_rounds(at, sel, T, streams, threads=threads))
+                totals.append(run_rounds(at, sel, T, streams, threads=threads)[0])
             counts.append(sel.counts.copy())
             if sel.uses_statistics:
                 counts.append(sel.stats.count.copy())
@@ -84,6 +91,29 @@ def test_run_sgd_engines_agree(paper_oracle):
     b = run_sgd(paper_oracle, EEGrad(), w0, K=3, T=50, eta=0.85, rng=4, engine="numba")
     np.testing.assert_array_equal(a.counts, b.counts)
     np.testing.assert_allclose(b.gaps, a.gaps, rtol=1e-12)
+
+
+@pytest.mark.parametrize("make", ADAPTIVE)
+def test_checkpoint_counts_agree(make):
+    oracle = GaussianOracle(Quadratic(2), Arms([3.0, 1.5, 2.0]))
+    R, grid = 300, [6, 7, 20, 55]
+    w = np.random.default_rng(2).standard_normal((R, 2))
+    at = oracle.at(w)
+    out = []
+    for engine in ("numpy", "numba"):
+        sel = make(50)
+        streams = RealizationStreams(np.random.default_rng(5), R, rounds=grid[-1])
+        sel.init(R, 3, 2, truth=at.truth(), streams=streams)
+        out.append(counts_at_checkpoints(at, sel, grid, streams, engine))
+    for t in grid:
+        np.testing.assert_array_equal(out[0][t], out[1][t])
+        assert np.all(out[0][t].sum(axis=1) == t)
+
+
+def test_chi_square_rule_falls_back():
+    oracle = GaussianOracle(Quadratic(2), Arms([2.0, 1.0]))
+    with pytest.warns(EngineFallbackWarning, match="selector ChiSquareLCB"):
+        estimate_gradient(oracle, ChiSquareLCB(), np.ones((4, 2)), 8, rng=1, engine="numba")
 
 
 def test_unsupported_case_falls_back_with_notice():

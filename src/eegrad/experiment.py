@@ -360,14 +360,13 @@ def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
     largest T, with the counts read at each T of the grid, gives the regret at every T.
     """
     from ._random import RealizationStreams
-    from .rounds import numpy_rounds
+    from .rounds import counts_at_checkpoints
 
     study = Study(cfg, RULES_COLUMNS)
     pulls: list[dict[str, Any]] = []
     study.tables[f"{cfg.name}_pulls"] = (pulls, PULLS_COLUMNS)
     R = cfg.realizations
     grid = sorted(set(cfg.T))
-    grid_set = set(grid)
     objective = build_objective(cfg)
     w = np.tile(np.asarray(cfg.w, dtype=float), (R, 1))
     objective.check_iterate(w, "the 'rules' study", "w")
@@ -384,13 +383,7 @@ def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
             streams = RealizationStreams(stream(cfg.seed, pi, method_id(name)), R,
                                          rounds=grid[-1])  # fmt: skip
             sel.init(R, arms.N, objective.d, truth=at.truth(), streams=streams)
-            snapshots: dict[int, np.ndarray] = {}
-
-            def keep(t: int, sel: Selector = sel, snapshots: dict = snapshots) -> None:
-                if t in grid_set:
-                    snapshots[t] = sel.counts.copy()
-
-            numpy_rounds(at, sel, grid[-1], streams, after_round=keep)
+            snapshots = counts_at_checkpoints(at, sel, grid, streams, cfg.engine)
             for T, lr_T in zip(grid, lr, strict=True):
                 counts = snapshots[T]
                 regret = counts @ arms.delta / (T * arms.sigma2_star)

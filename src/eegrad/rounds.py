@@ -153,7 +153,7 @@ def estimate_gradient(
     if resolve_engine(engine, at, selector, owner) == "numba":
         from .engines.numba_engine import run_rounds
 
-        total = run_rounds(at, selector, T, streams, threads)
+        total, _ = run_rounds(at, selector, T, streams, threads)
         _check_output(total, T, selector.counts.argmax(axis=1), R, d)
         return GradientEstimate(gradient=total / T, counts=selector.counts.copy())
     total = numpy_rounds(at, selector, T, streams)
@@ -199,3 +199,30 @@ def _check_output(g: np.ndarray, t: int, arms: np.ndarray, R: int, d: int) -> No
             f"The oracle returned a non-finite gradient at round t={t} for arm n={arms[r] + 1} "
             f"(realization {r}): {g[r]!r}. Gradients must be finite."
         )
+
+
+def counts_at_checkpoints(
+    at: Any,
+    selector: Selector,
+    checkpoints: Any,
+    streams: RealizationStreams,
+    engine: str = "auto",
+) -> dict[int, np.ndarray]:
+    """Run max(checkpoints) rounds of an initialised selector and return its pull counts
+    (R, N) after each round in ``checkpoints`` — for anytime rules, the counts of a T-round
+    estimate for every T of the grid from one run."""
+    grid = sorted({int(t) for t in checkpoints})
+    if resolve_engine(engine, at, selector, "counts_at_checkpoints") == "numba":
+        from .engines.numba_engine import run_rounds
+
+        _, counts = run_rounds(at, selector, grid[-1], streams, checkpoints=np.array(grid))
+        return {t: counts[i] for i, t in enumerate(grid)}
+    wanted = set(grid)
+    snapshots: dict[int, np.ndarray] = {}
+
+    def keep(t: int) -> None:
+        if t in wanted:
+            snapshots[t] = selector.counts.copy()
+
+    numpy_rounds(at, selector, grid[-1], streams, after_round=keep)
+    return snapshots

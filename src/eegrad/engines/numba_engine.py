@@ -10,13 +10,13 @@ import numpy as np
 
 from .._random import RealizationStreams
 from ..oracle import IterateOracle
-from ..selectors import EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin
+from ..selectors import KLLCB, EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin, ThompsonVariance
 from ..selectors.base import Selector
 
 __all__ = ["run_rounds", "unsupported_reason"]
 
 #: Selector classes the kernels implement (exact types: a subclass may change the rule).
-RULES = (EEGrad, Greedy, FixedArm, OptimalArm, RoundRobin)
+RULES = (EEGrad, Greedy, FixedArm, OptimalArm, RoundRobin, KLLCB, ThompsonVariance)
 
 
 def unsupported_reason(at: Any, selector: Selector) -> str | None:
@@ -42,6 +42,12 @@ def _rule(selector: Selector, truth: Any, R: int) -> tuple[int, np.ndarray, np.n
         return k.EEGRAD, np.array([beta, k1, k2]), P, True
     if type(selector) is Greedy:
         return k.GREEDY, np.zeros(1), P, True
+    if type(selector) in (KLLCB, ThompsonVariance):
+        d = selector._shape[2]
+        per_pull = float(d if selector.dims == "d" else selector.dims)
+        if type(selector) is KLLCB:
+            return k.KL_LCB, np.array([selector.c, per_pull]), P, True
+        return k.THOMPSON, np.array([per_pull]), P, True
     if type(selector) is FixedArm:
         return k.FIXED, np.array([selector.n - 1.0]), P, False
     if type(selector) is OptimalArm:
@@ -71,9 +77,11 @@ def run_rounds(
     T: int,
     streams: RealizationStreams,
     threads: int | None = None,
-) -> np.ndarray:
-    """Run T rounds for all blocks; returns Σ_t G_t of shape (R, d) and leaves the selector's
-    counts and statistics as the NumPy engine would."""
+    checkpoints: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run T rounds for all blocks; returns Σ_t G_t of shape (R, d) and the counts after each
+    round in ``checkpoints`` (shape (k, R, N)), and leaves the selector's counts and
+    statistics as the NumPy engine would."""
     from .numba_kernels import run_block
 
     R, d = at.grad.shape
@@ -86,11 +94,18 @@ def run_rounds(
     sq = np.zeros((R, N))
     grad = np.ascontiguousarray(at.grad)
     sqrt_m = np.ascontiguousarray(at.sqrt_m)
+    ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
+    ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
+    uses_sgen = type(selector) is ThompsonVariance
+    sgens = streams.selector_generators if uses_sgen else streams.generators
 
     def job(b: int) -> None:
         sl = streams.slices[b]
-        run_block(streams.generators[b], grad[sl], sqrt_m[sl], scale, rule, params, P[sl], T,
-                  total[sl], count[sl], mean[sl], sq[sl], keep)  # fmt: skip
+        block_ckpts = np.ascontiguousarray(ckpt_counts[:, sl])
+        run_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule, params,
+                  P[sl], T, total[sl], count[sl], mean[sl], sq[sl], keep, ckpts,
+                  block_ckpts)  # fmt: skip
+        ckpt_counts[:, sl] = block_ckpts
 
     n_blocks = len(streams.slices)
     workers = min(threads or default_threads(), n_blocks)
@@ -109,4 +124,4 @@ def run_rounds(
     if selector.uses_statistics:
         selector.stats.mean[:] = mean
         selector.stats.sq_dev[:] = sq
-    return total
+    return total, ckpt_counts

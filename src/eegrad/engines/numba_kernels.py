@@ -15,12 +15,38 @@ import numba as nb
 import numpy as np
 
 # Rule codes (see eegrad.engines.numba_engine).
-EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN = 0, 1, 2, 3, 4
+EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON = 0, 1, 2, 3, 4, 5, 6
+
+
+@nb.njit(nogil=True, cache=True)
+def _kl_ratio(y):  # pragma: no cover - compiled
+    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same operations)."""
+    if not y > 0:
+        return 1.0
+    x = 2.0 * (y + 1.0)
+    for _ in range(30):
+        x = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
+    return x
 
 
 @nb.njit(nogil=True, cache=True)
 def run_block(
-    gen, grad, sqrt_m, scale, rule, params, P, T, total, count, mean, sq, keep_stats
+    gen,
+    sgen,
+    grad,
+    sqrt_m,
+    scale,
+    rule,
+    params,
+    P,
+    T,
+    total,
+    count,
+    mean,
+    sq,
+    keep_stats,
+    ckpts,
+    ckpt_counts,
 ):  # pragma: no cover - compiled; exercised through the engine's tests
     """Run T rounds for one block.
 
@@ -28,6 +54,8 @@ def run_block(
     ----------
     gen : numpy.random.Generator
         The block's stream.
+    sgen : numpy.random.Generator
+        The block's stream for the selector's own draws (Thompson sampling).
     grad, sqrt_m : (Rb, d) arrays
         ∇F(w) and √diag M(w) of each realization.
     scale : (N,) array
@@ -36,7 +64,7 @@ def run_block(
         Rule code.
     params : (k,) array
         The rule's numbers: EEGRAD (β, k₁, k₂) with k₁ = √(αd/c), k₂ = √(α/(cd));
-        FIXED and OPTIMAL (arm index,).
+        FIXED and OPTIMAL (arm index,); KL_LCB (c, dims); THOMPSON (dims,).
     P : (Rb,) array
         EEGrad's P per realization.
     T : int
@@ -46,6 +74,8 @@ def run_block(
         The arms' statistics (zeroed by the caller).
     keep_stats : bool
         Update mean and sq (rules that ignore them skip the work, as in the NumPy engine).
+    ckpts : (k,) int64 array, increasing
+        Rounds after which the counts are copied into ``ckpt_counts`` (k, Rb, N).
     """
     Rb, d = grad.shape
     N = scale.shape[0]
@@ -54,8 +84,13 @@ def run_block(
     # V_t(n) and (γ − 1)^(−1/2), cached: they change only when arm n is pulled.
     V = np.empty((Rb, N))
     isg = np.empty((Rb, N))
+    ci = 0
+    thr = 0.0
     for t in range(1, T + 1):
         s = math.sqrt(math.log(t))
+        if rule == KL_LCB:
+            lt = math.log(t)
+            thr = lt + (params[0] * math.log(lt) if lt > 1 else 0.0)
         for r in range(Rb):
             # -- ask ------------------------------------------------------------------------
             if rule == FIXED or rule == OPTIMAL:
@@ -71,6 +106,12 @@ def run_block(
                         v = V[r, n] - params[0] * P[r] * params[1] * s * gn * max(
                             1.0, params[2] * s * gn
                         )
+                    elif rule == KL_LCB:
+                        nu = params[1] * (count[r, n] - 1)
+                        v = V[r, n] / _kl_ratio(2.0 * thr / nu)
+                    elif rule == THOMPSON:
+                        nu = params[0] * (count[r, n] - 1)
+                        v = nu * V[r, n] / (2.0 * sgen.standard_gamma(nu / 2.0))
                     else:
                         v = V[r, n]
                     if v < best:  # strict: ties keep the smallest n, as np.argmin
@@ -98,3 +139,6 @@ def run_block(
             if cnt >= 2:
                 V[r, arm] = sq[r, arm] / (cnt - 1)
                 isg[r, arm] = 1.0 / math.sqrt(cnt - 1)
+        if ci < ckpts.shape[0] and ckpts[ci] == t:
+            ckpt_counts[ci] = count
+            ci += 1

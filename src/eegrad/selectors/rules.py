@@ -87,7 +87,10 @@ class ChiSquareLCB(_ScaleRule):
         from scipy.special import chdtri
 
         nu, V = self._nu_and_V()
-        return nu * V / chdtri(nu, t ** (-self.alpha))
+        # The quantile depends on ν only (t is shared): evaluate it once per distinct ν.
+        distinct, where = np.unique(nu, return_inverse=True)
+        q = chdtri(distinct, t ** (-self.alpha))[where].reshape(nu.shape)
+        return nu * V / q
 
 
 def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
