@@ -11,6 +11,7 @@ from ._validation import (
     NonFiniteGradientError,
 )
 from .arms import Arms
+from .loop import GradientEstimator
 from .objectives import LeastSquares, LogisticRegression, Objective, Quadratic, QuadraticForm
 from .oracle import (
     CallableOracle,
@@ -57,6 +58,7 @@ __all__ = [
     "Gaussian",
     "GaussianOracle",
     "GradientEstimate",
+    "GradientEstimator",
     "Greedy",
     "IndexSelector",
     "InvalidParameterError",

@@ -48,12 +48,12 @@ class ArmStatistics:
         """Add output ``g[r]`` (shape (R, d)) to arm ``arms[r]`` of each realization r."""
         idx = self._base + arms
         self._count_flat[idx] += 1
-        cnt = self._count_flat[idx][:, None]
+        cnt = self._count_flat[idx]
         old = self._mean_flat[idx]
         delta = g - old
-        new = old + delta / cnt
-        self._mean_flat[idx] = new
-        self._sq_flat[idx] += np.einsum("rd,rd->r", delta, g - new)
+        self._mean_flat[idx] = old + delta / cnt[:, None]
+        # Σ‖G − m‖² grows by δ·(G − m_new) = (1 − 1/γ)‖δ‖² (Welford), δ = G − m_old.
+        self._sq_flat[idx] += np.einsum("rd,rd->r", delta, delta) * ((cnt - 1) / cnt)
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) of every arm, shape (R, N); NaN where γ_t(n) < 2 (undefined)."""

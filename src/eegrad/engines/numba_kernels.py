@@ -132,10 +132,9 @@ def run_block(
             for j in range(d):
                 old = mean[r, arm, j]
                 delta = g[j] - old
-                new = old + delta / cnt
-                mean[r, arm, j] = new
-                acc += delta * (g[j] - new)
-            sq[r, arm] += acc
+                mean[r, arm, j] = old + delta / cnt
+                acc += delta * delta
+            sq[r, arm] += acc * ((cnt - 1) / cnt)
             if cnt >= 2:
                 V[r, arm] = sq[r, arm] / (cnt - 1)
                 isg[r, arm] = 1.0 / math.sqrt(cnt - 1)

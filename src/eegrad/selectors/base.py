@@ -113,6 +113,15 @@ class Selector:
             raise fail("gradients", f"{type(self).__name__}.tell", "finite (no NaN or Inf)", g)
         self._observe(arms, g)
 
+    def _observe_summary(self, arms: np.ndarray, sq_increment: np.ndarray) -> None:
+        """Record a round from its summary alone — the increment of Σ‖G − m‖² of the pulled
+        arms — for callers that keep the arm means themselves (e.g. on a GPU)."""
+        self._pending = None
+        self.t += 1
+        self.counts[self._rows, arms] += 1
+        if self.uses_statistics:
+            self.stats.sq_dev[self._rows, arms] += sq_increment
+
     def _observe(self, arms: np.ndarray, g: np.ndarray) -> None:
         """Record a round whose arms and gradients the caller has already checked."""
         self._pending = None

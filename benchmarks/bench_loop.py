@@ -1,0 +1,72 @@
+"""Overhead of GradientEstimator.ask + tell per round against one pass over a d-vector
+(run by hand).
+
+For d = 10³ … 10⁶, NumPy float64 arrays and PyTorch CPU float32 tensors: the time of one round
+(``ask`` + ``tell`` of a precomputed gradient, default rule, N = 5 arms, 8 gradients in turn)
+divided by the time of ``x += y`` on vectors of the same size — once with one cache-hot ``y``,
+once cycling through the same 8 gradients. The target is at most 5 (five passes over the vector
+per round).
+
+Usage: ``python benchmarks/bench_loop.py``
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from eegrad import GradientEstimator, default_selector
+
+N, T = 5, 200
+
+
+def per_round(make, d: int) -> float:
+    grads = [make(d) for _ in range(8)]
+    est = GradientEstimator(default_selector(), N, T, dim=d, rng=0)
+    best = np.inf
+    for _ in range(3):
+        est.reset()
+        t0 = time.perf_counter()
+        for t in range(T):
+            est.ask()
+            est.tell(grads[t % 8])
+        best = min(best, (time.perf_counter() - t0) / T)
+    return best
+
+
+def axpy(x, ys, reps: int = 200) -> float:
+    """Time of ``x += y`` cycling through ``ys`` (one vector: cache-hot; the 8 gradients of the
+    rounds: as cold as the estimator's inputs)."""
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for i in range(reps):
+            x += ys[i % len(ys)]
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def main() -> None:
+    backends = {"numpy float64": lambda d: np.random.default_rng(d).standard_normal(d)}
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        backends["torch float32 (CPU)"] = lambda d: torch.randn(d)
+    except ImportError:  # pragma: no cover
+        pass
+    print("| backend | d | ask+tell per round | x += y (one y) | ratio | x += G (the rounds' "
+          "8 gradients) | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name, make in backends.items():
+        for d in (10**3, 10**4, 10**5, 10**6):
+            r = per_round(make, d)
+            hot = axpy(make(d), [make(d)])
+            cold = axpy(make(d), [make(d) for _ in range(8)])
+            print(f"| {name} | {d:.0e} | {r * 1e6:.1f} µs | {hot * 1e6:.1f} µs | {r / hot:.1f}× | "
+                  f"{cold * 1e6:.1f} µs | {r / cold:.1f}× |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Worked examples shipped with eegrad (run them with ``eegrad example NAME``)."""

@@ -1,0 +1,230 @@
+"""EE-Grad inside a user's own training loop: one realization, real gradients, real costs.
+
+:class:`GradientEstimator` wraps any selector for R = 1. The user's code is the oracle: it asks
+for a mini-batch size, computes that gradient however it likes (NumPy or PyTorch, any device)
+and tells it back; after T rounds the estimate is the plain mean of the T gradients
+(Algorithm 1)::
+
+    est = GradientEstimator(default_selector(), arms, T=20, dim=w.size, rng=0)
+    for k in range(K):
+        for _ in range(est.T):
+            n = est.ask()                       # a mini-batch size 1..N
+            est.tell(minibatch_gradient(w, n))  # your gradient code
+        w -= eta * est.result()
+        est.reset()
+
+Statistics stay in the gradient's backend: for a PyTorch tensor the arm means are tensors on the
+tensor's device (in its dtype, or in ``accumulate_dtype`` if given),
+and each round moves one scalar to the host: the pulled arm's squared deviation, which the rule
+needs to choose the next arm (and which is NaN or Inf exactly when the gradient is not finite).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._random import RealizationStreams, as_generator
+from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
+from .arms import Arms
+from .selectors.base import ProtocolError, Selector
+
+__all__ = ["GradientEstimator"]
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+class _NumpyBackend:
+    """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
+    allocation. The estimate Σ_t G_t = Σ_n γ_n m_n is formed once, in result()."""
+
+    def __init__(self, N: int, d: int, dtype: Any):
+        self.dtype = np.dtype(np.float64 if dtype is None else dtype)
+        self.mean = np.zeros((N, d), dtype=self.dtype)
+        self.delta = np.empty(d, dtype=self.dtype)
+
+    def convert(self, g: Any) -> np.ndarray:
+        return np.asarray(g, dtype=self.dtype)
+
+    def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
+        """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
+        np.subtract(g, self.mean[arm], out=self.delta)
+        return float(np.dot(self.delta, self.delta)) * ((cnt - 1) / cnt)
+
+    def commit(self, arm: int, cnt: int) -> None:
+        """m ← m + δ/γ, in place."""
+        np.divide(self.delta, cnt, out=self.delta)
+        self.mean[arm] += self.delta
+
+    def result(self, counts: np.ndarray, T: int) -> np.ndarray:
+        return counts.astype(self.dtype) @ self.mean / T
+
+
+class _TorchBackend:
+    """Statistics as tensors on the gradients' device; one scalar reaches the host per round."""
+
+    def __init__(self, N: int, d: int, like: Any, dtype: Any):
+        import torch
+
+        self.torch = torch
+        self.dtype = like.dtype if dtype is None else dtype
+        self.out_dtype = like.dtype
+        self.mean = torch.zeros((N, d), dtype=self.dtype, device=like.device)
+        self.delta = torch.empty(d, dtype=self.dtype, device=like.device)
+
+    def convert(self, g: Any) -> Any:
+        return g.detach().reshape(-1).to(device=self.mean.device, dtype=self.dtype)
+
+    def increment(self, arm: int, g: Any, cnt: int) -> float:
+        self.torch.sub(g, self.mean[arm], out=self.delta)
+        return float(self.torch.dot(self.delta, self.delta).item()) * ((cnt - 1) / cnt)
+
+    def commit(self, arm: int, cnt: int) -> None:
+        self.mean[arm].add_(self.delta, alpha=1.0 / cnt)
+
+    def result(self, counts: np.ndarray, T: int) -> Any:
+        weights = self.torch.as_tensor(counts, dtype=self.dtype, device=self.mean.device)
+        return (weights @ self.mean / T).to(self.out_dtype)
+
+
+class GradientEstimator:
+    """Ask/tell EE-Grad estimator for one realization (a user's training loop).
+
+    Parameters
+    ----------
+    selector : Selector
+        The rule (e.g. :func:`eegrad.default_selector`, or :class:`eegrad.EEGrad` with numbers
+        for β and P). Rules that need the simulator's truth cannot run here.
+    arms : Arms or int
+        The mini-batch sizes 1..N (an :class:`~eegrad.Arms`, or N itself).
+    T : int
+        Rounds per estimate (at least 2N for the index rules).
+    dim : int
+        Length d of the flat gradients.
+    rng : numpy.random.Generator or int
+        Randomness of randomised rules (Thompson sampling); laid out as the simulator's for
+        R = 1, so the same seed gives the simulator's choices.
+    accumulate_dtype : dtype, optional
+        Dtype of the running statistics (e.g. ``torch.float64`` for float32 gradients).
+        Default: float64 for NumPy input, the tensor's dtype for PyTorch input.
+
+    Attributes
+    ----------
+    counts : ndarray of shape (N,)
+        Pulls of each arm in the current estimate.
+    t : int
+        Rounds told in the current estimate.
+    """
+
+    def __init__(
+        self,
+        selector: Selector,
+        arms: Arms | int,
+        T: int,
+        dim: int,
+        *,
+        rng: Any = 0,
+        accumulate_dtype: Any = None,
+    ):
+        owner = "GradientEstimator"
+        if not isinstance(selector, Selector):
+            raise InvalidParameterTypeError(
+                f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
+            )
+        if selector.needs_truth:
+            raise selector._truth_error()
+        self.N = arms.N if isinstance(arms, Arms) else check_integer(arms, "arms", owner, ge=1)
+        self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
+        self.dim = check_integer(dim, "dim", owner, ge=1)
+        self.selector = selector
+        self.accumulate_dtype = accumulate_dtype
+        self._gen = as_generator(rng, owner)
+        self._backend: Any = None
+        self._pending: int | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Start the estimate of a new iterate (the selector forgets its statistics)."""
+        self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
+        self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
+        self._backend = None
+        self._pending = None
+        self.t = 0
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self.selector.counts[0].copy()
+
+    def variance_trace(self) -> np.ndarray:
+        """V_t(n) of each arm, shape (N,) (NaN for arms pulled fewer than twice)."""
+        st = self.selector.stats
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(st.count[0] >= 2, st.sq_dev[0] / (st.count[0] - 1), np.nan)
+
+    @property
+    def done(self) -> bool:
+        """Whether all T rounds have been told."""
+        return self.t >= self.T
+
+    def ask(self) -> int:
+        """The mini-batch size n (1..N) to compute next."""
+        if self._pending is not None:
+            raise ProtocolError(
+                f"ask() called twice: round {self.t + 1} still waits for tell() of the "
+                f"gradient of n = {self._pending + 1}"
+            )
+        if self.done:
+            raise ProtocolError(
+                f"all T = {self.T} rounds are told: call result(), then reset() for the next "
+                "iterate"
+            )
+        arm = int(self.selector.ask(self.t + 1)[0])
+        self._pending = arm
+        return arm + 1
+
+    def tell(self, gradient: Any) -> None:
+        """The gradient computed for the size the last :meth:`ask` returned (flat, length d)."""
+        if self._pending is None:
+            raise ProtocolError(
+                "tell() without a pending ask(): ask() for the mini-batch size first"
+            )
+        shape = tuple(getattr(gradient, "shape", np.shape(gradient)))
+        if shape != (self.dim,):
+            raise fail("gradient", "GradientEstimator.tell",
+                       f"a flat vector of length dim = {self.dim}",
+                       f"shape {shape} at round {self.t + 1}")  # fmt: skip
+        if self._backend is None:
+            if _is_torch(gradient):
+                self._backend = _TorchBackend(self.N, self.dim, gradient, self.accumulate_dtype)
+            else:
+                self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype)
+        elif _is_torch(gradient) != isinstance(self._backend, _TorchBackend):
+            raise InvalidParameterTypeError(
+                "The 'gradient' parameter of GradientEstimator.tell changed type within an "
+                f"estimate (round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
+            )
+        g = self._backend.convert(gradient)
+        arm = self._pending
+        cnt = int(self.selector.counts[0, arm]) + 1
+        # ‖G − m‖² is finite exactly when G is (m is): the check costs no extra pass, and it
+        # comes before any state changes.
+        inc = self._backend.increment(arm, g, cnt)
+        if not math.isfinite(inc):  # also for γ = 1: NaN·0 and Inf·0 are NaN
+            raise NonFiniteGradientError(
+                f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
+            )
+        self._backend.commit(arm, cnt)
+        self.selector._observe_summary(np.array([arm]), np.array([inc]))
+        self._pending = None
+        self.t += 1
+
+    def result(self) -> Any:
+        """The estimate G = (1/T) Σ_t G_t = (1/T) Σ_n γ_n m_n, in the gradients' type (and
+        device)."""
+        if not self.done:
+            raise ProtocolError(f"result() after {self.t} of T = {self.T} rounds: tell all T first")
+        return self._backend.result(self.selector.counts[0], self.T)

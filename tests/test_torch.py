@@ -1,0 +1,91 @@
+"""The PyTorch adapter (the 'torch' extra)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch adapter needs the 'torch' extra")
+
+from eegrad import GradientEstimator, ProtocolError, default_selector
+from eegrad.torch import EEGradOptimizer, assign_flat_grad, flat_grad, num_parameters
+
+
+def small_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+
+
+def test_flat_grad_equals_autograd():
+    model = small_model()
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = ((model(x) - y) ** 2).mean()
+    g = flat_grad(model, loss)
+    assert g.shape == (num_parameters(model),)
+    loss2 = ((model(x) - y) ** 2).mean()
+    loss2.backward()
+    expected = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    torch.testing.assert_close(g, expected)
+    torch.testing.assert_close(flat_grad(model), expected)  # from .grad
+    model.zero_grad()
+    assign_flat_grad(model, expected * 2)
+    torch.testing.assert_close(flat_grad(model), expected * 2)
+    with pytest.raises(ValueError, match="'vector' parameter of assign_flat_grad"):
+        assign_flat_grad(model, expected[:3])
+
+
+def test_estimator_with_tensors_matches_numpy():
+    """Same gradients as tensors or arrays: same choices, same mean (float64 throughout)."""
+    rng = np.random.default_rng(1)
+    grads = {n: rng.standard_normal((30, 6)) * n for n in (1, 2, 3)}
+    results = []
+    for to in (np.asarray, lambda a: torch.tensor(a, dtype=torch.float64)):
+        est = GradientEstimator(default_selector(), 3, T=30, dim=6, rng=2)
+        t = 0
+        while not est.done:
+            n = est.ask()
+            est.tell(to(grads[n][t]))
+            t += 1
+        results.append((est.counts, np.asarray(est.result())))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
+
+
+def test_float32_with_float64_accumulation_stays_a_tensor():
+    est = GradientEstimator(default_selector(), 2, T=4, dim=3, accumulate_dtype=torch.float64)
+    while not est.done:
+        est.ask()
+        est.tell(torch.ones(3, dtype=torch.float32))
+    out = est.result()
+    assert isinstance(out, torch.Tensor)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.ones(3))
+    est.reset()
+    est.ask()
+    est.tell(torch.ones(3))
+    est.ask()
+    with pytest.raises(TypeError, match="changed type"):
+        est.tell(np.ones(3))
+
+
+def test_optimizer_wrapper_runs_T_rounds_then_steps():
+    model = small_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = EEGradOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), default_selector(),
+                          arms=3, T=9, rng=0)  # fmt: skip
+    sizes = []
+
+    def oracle(n):
+        sizes.append(n)
+        x = torch.randn(n, 4)
+        return (model(x) ** 2).mean()
+
+    g = opt.step(oracle)
+    assert len(sizes) == 9
+    assert sorted(set(sizes)) == [1, 2, 3]
+    after = list(model.parameters())
+    offset = 0
+    for p0, p1 in zip(before, after, strict=True):
+        k = p0.numel()
+        torch.testing.assert_close(p1.detach(), p0 - 0.5 * g[offset : offset + k].view_as(p0))
+        offset += k
+    with pytest.raises(ProtocolError):
+        opt.estimator.ask()  # all rounds of this step are told until the next step()
