@@ -24,6 +24,8 @@ __all__ = [
     "LogAggregation",
     "PowerAggregation",
     "PowerCost",
+    "batch_sizes",
+    "fit_power_cost",
 ]
 
 
@@ -216,3 +218,62 @@ class CallableAggregation(AggregationCost):
 
     def __repr__(self) -> str:
         return f"CallableAggregation(func={self.func!r})"
+
+
+def batch_sizes(spend: np.ndarray, c_min: float, cost_per_sample: float) -> np.ndarray:
+    r"""Turn each arm's per-gradient spend (B − D(n))/n (``Arms.spend``) into a local batch
+    size, the fidelity knob of sample-average gradients: :math:`\lfloor (x - c_{\min}) / s
+    \rfloor` for spend x and cost s per sample.
+
+    Raises
+    ------
+    InvalidParameterError
+        If some arm's spend buys no sample (name the arm).
+
+    Examples
+    --------
+    >>> batch_sizes(np.array([30.0, 14.875]), c_min=2.0, cost_per_sample=0.5)
+    array([56, 25])
+    """
+    spend = np.asarray(spend, dtype=np.float64)
+    c_min = check_real(c_min, "c_min", "batch_sizes", ge=0)
+    s = check_real(cost_per_sample, "cost_per_sample", "batch_sizes", gt=0)
+    b = np.floor((spend - c_min) / s + 1e-9).astype(np.int64)
+    if np.any(b < 1):
+        n = int(np.argmax(b < 1)) + 1
+        raise fail("spend", "batch_sizes", f"enough for one sample (>= c_min + s = {c_min + s:g})",
+                   f"{spend[n - 1]:g} for arm n = {n}")  # fmt: skip
+    return b
+
+
+def fit_power_cost(theta: np.ndarray, cost: np.ndarray) -> PowerCost:
+    r"""Fit :math:`C(\theta) = c_{\min} + a \theta^p` to measured (fidelity, cost) pairs, e.g.
+    batch sizes and the seconds a gradient took, by least squares on the costs (SciPy's
+    ``least_squares`` with c_min >= 0, a > 0, p > 0).
+
+    Examples
+    --------
+    >>> th = np.array([1.0, 2, 4, 8, 16, 32])
+    >>> fit = fit_power_cost(th, 0.5 + 0.1 * th**1.5)
+    >>> round(fit.c_min, 6), round(fit.a, 6), round(fit.p, 6)
+    (0.5, 0.1, 1.5)
+    """
+    from scipy.optimize import least_squares
+
+    theta = np.asarray(theta, dtype=np.float64)
+    cost = np.asarray(cost, dtype=np.float64)
+    if theta.shape != cost.shape or theta.ndim != 1 or theta.size < 3:
+        raise fail("theta", "fit_power_cost", "a 1-D array of >= 3 fidelities matching 'cost'",
+                   theta.shape)  # fmt: skip
+    if not (np.all(np.isfinite(theta)) and np.all(theta > 0) and np.all(np.isfinite(cost))):
+        raise fail("theta", "fit_power_cost", "finite fidelities > 0 with finite costs", theta)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return x[0] + np.exp(x[1]) * theta ** np.exp(x[2]) - cost
+
+    spread = max(float(np.ptp(cost)), 1e-12)
+    x0 = np.array([max(float(cost.min()) * 0.5, 0.0), np.log(spread / np.ptp(theta)), 0.0])
+    res = least_squares(resid, x0, bounds=([0.0, -np.inf, -np.inf], np.inf), xtol=1e-15,
+                        ftol=1e-15, gtol=1e-15)  # fmt: skip
+    c_min, log_a, log_p = res.x
+    return PowerCost(c_min=float(c_min), a=float(np.exp(log_a)), p=float(np.exp(log_p)))

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..arms import Arms
-from ..costs import LinearAggregation, PowerCost
+from ..costs import LinearAggregation, PowerCost, batch_sizes
 from ..loop import GradientEstimator
 from ..objectives import LogisticRegression
 from ..results import write_table
@@ -80,11 +80,12 @@ def load_setup(
     clients = [(Z[idx], y_pm[idx]) for idx in np.array_split(by_label, n_clients)]
     arms = Arms.from_costs(PowerCost(c_min=c_min, a=cost_per_sample, p=1.0),
                            LinearAggregation(b=aggregation), budget)  # fmt: skip
-    batch = np.floor(arms.theta + 1e-9).astype(int)
-    keep = int(np.sum((batch >= 1) & (arms.n <= n_clients)))
+    # The arms are the n <= C whose share buys at least one sample.
+    keep = int(np.sum(((arms.spend - c_min) >= cost_per_sample) & (arms.n <= n_clients)))
+    batch = batch_sizes(arms.spend[:keep], c_min, cost_per_sample)
     arms = Arms(arms.sigma2[:keep], theta=arms.theta[:keep], spend=arms.spend[:keep],
                 budget=budget)  # fmt: skip
-    return FederatedSetup(objective, clients, Z[test], y_pm[test], arms, batch[:keep], budget)
+    return FederatedSetup(objective, clients, Z[test], y_pm[test], arms, batch, budget)
 
 
 def client_gradient(setup: FederatedSetup, c: int, w: np.ndarray, b: int, rng) -> np.ndarray:
