@@ -108,6 +108,52 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--seeds", type=int, default=5, help="independent runs per method")
     ex.add_argument("--steps", type=int, default=150, help="SGD steps K")
     ex.add_argument("--rounds", type=int, default=40, help="rounds T per step (>= 2N)")
+    sw = sub.add_parser(
+        "sweep",
+        help="run a grid of experiments (locally, on Dask or on Ray), resumable",
+        description="Run a sweep file: a base experiment, axes (any config key, each a list), "
+        "realizations per cell and a chunk size. Each (cell, chunk) is a task run through "
+        "joblib; finished tasks are saved as they complete, so rerunning the same command "
+        "resumes. Writes results.csv (tidy, one row per cell and statistic), metadata.json "
+        "and manifest.json into --out (default results/NAME).",
+    )
+    sw.add_argument("sweep", type=Path, help="the sweep's TOML file")
+    sw.add_argument(
+        "--executor",
+        choices=("local", "dask", "ray"),
+        default="local",
+        help="local: joblib's loky processes (default); dask: a Dask cluster "
+        "(--address, or a LocalCluster started here); ray: joblib's Ray backend",
+    )
+    sw.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="processes (local: default all cores; dask LocalCluster: workers)",
+    )
+    sw.add_argument("--address", metavar="tcp://HOST:PORT", help="a running Dask scheduler")
+    sw.add_argument("--out", type=Path, metavar="DIR")
+    sw.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    pl = sub.add_parser(
+        "plot",
+        help="plot a metric of a sweep's results against an axis",
+        description="Plot column --y of RESULTS (a results.csv or its folder) against --x, one "
+        "line per value of --hue, with ±2 SE bars where a standard-error column exists.",
+    )
+    pl.add_argument("results", type=Path)
+    pl.add_argument("--x", required=True)
+    pl.add_argument("--y", required=True)
+    pl.add_argument("--hue")
+    pl.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COL=VALUE",
+        help="keep rows where COL equals VALUE (repeatable)",
+    )
+    pl.add_argument("--logx", action="store_true")
+    pl.add_argument("--logy", action="store_true")
+    pl.add_argument("--out", type=Path, help="image file (default: next to the results)")
     return parser
 
 
@@ -138,6 +184,22 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     from .config import load_config, load_preset
     from .pipeline import run_to_folder
 
+    if args.command == "sweep":
+        from .sweep import load_sweep, run_sweep
+
+        sweep = load_sweep(args.sweep)
+        out = args.out or Path("results") / sweep.name
+        run_sweep(sweep, out, executor=args.executor, jobs=args.jobs, address=args.address,
+                  quiet=args.quiet)  # fmt: skip
+        print(f"wrote {out}/results.csv")
+        return 0
+    if args.command == "plot":
+        from .plots import plot_results
+
+        path = plot_results(args.results, x=args.x, y=args.y, hue=args.hue, where=args.where,
+                            logx=args.logx, logy=args.logy, out=args.out)  # fmt: skip
+        print(f"wrote {path}")
+        return 0
     if args.command == "example":
         from .examples.federated import main as federated
 

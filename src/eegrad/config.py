@@ -139,6 +139,9 @@ class ExperimentConfig:
     rules: list[SelectorConfig] = field(default_factory=list)
     #: Arm profiles of study "rules" (the arms table is ignored there).
     profiles: list[ProfileConfig] = field(default_factory=list)
+    #: Prefix of every random stream's key (SeedSequence spawn_key); sweeps give each task its
+    #: own. Leave empty otherwise.
+    spawn_key: list[int] = field(default_factory=list)
 
 
 RULE_NAMES = ("eegrad", "kl_lcb", "chi2_lcb", "thompson", "greedy", "round_robin", "optimal",
@@ -259,7 +262,7 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
     need(cfg.init_scale > 0, "init_scale", "a float > 0", cfg.init_scale)
     arms = cfg.arms
     need(
-        (arms.sigma2 is None) != (arms.costs is None),
+        cfg.study == "rules" or (arms.sigma2 is None) != (arms.costs is None),
         "arms",
         "a table with exactly one of 'sigma2' and 'costs'",
         dataclasses.asdict(arms),

@@ -87,6 +87,12 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(key)))
 
 
+def _stream(cfg: ExperimentConfig, *key: int) -> np.random.Generator:
+    """The configuration's stream for ``key``, under its ``spawn_key`` prefix (set by sweeps:
+    one prefix per task, so tasks draw independent streams)."""
+    return stream(cfg.seed, *cfg.spawn_key, *key)
+
+
 def method_id(name: str) -> int:
     """A stable integer id of a method's name, used as a stream key."""
     return zlib.crc32(name.encode())
@@ -205,7 +211,7 @@ def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
 
 
 def _initial_iterates(cfg: ExperimentConfig, d: int, *key: int) -> np.ndarray:
-    return cfg.init_scale * stream(cfg.seed, *key).standard_normal((cfg.realizations, d))
+    return cfg.init_scale * _stream(cfg, *key).standard_normal((cfg.realizations, d))
 
 
 def _sgd_study(cfg: ExperimentConfig, tick: Progress) -> Study:
@@ -226,7 +232,7 @@ def _sgd_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                 cfg.K,
                 T,
                 eta,
-                rng=stream(cfg.seed, ti, 1, method_id(name)),
+                rng=_stream(cfg, ti, 1, method_id(name)),
                 engine=cfg.engine,
             )
             for k in range(cfg.K + 1):
@@ -256,7 +262,7 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         grad = oracle.objective.grad(w)
         star_T = arms.sigma2_star / T
         # The optimal oracle, measured.
-        res = estimate_gradient(oracle, OptimalArm(), w, T, stream(cfg.seed, ti, 0),
+        res = estimate_gradient(oracle, OptimalArm(), w, T, _stream(cfg, ti, 0),
                                 engine=cfg.engine)  # fmt: skip
         err = ((res.gradient - grad) ** 2).sum(axis=1) / S
         m, se = _mean_se(err)
@@ -268,7 +274,7 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
             P = S if sel_cfg.P == "oracle" else sel_cfg.P
             if T < 2 * arms.N:
                 continue
-            res = estimate_gradient(oracle, sel, w, T, stream(cfg.seed, ti, 1, method_id(f"c={c}")),
+            res = estimate_gradient(oracle, sel, w, T, _stream(cfg, ti, 1, method_id(f"c={c}")),
                                     engine=cfg.engine)  # fmt: skip
             err = ((res.gradient - grad) ** 2).sum(axis=1) / S
             lhs = err - star_T
@@ -325,7 +331,7 @@ def _theorem2_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         methods += [("eegrad", c, build_selector(sel_cfg, c=c)) for c in _c_values(cfg)]
         for name, c, sel in methods:
             out = run_sgd(oracle, sel, w0, 1, T, eta,
-                          rng=stream(cfg.seed, 1 + ei, method_id(f"{name}{c}")),
+                          rng=_stream(cfg, 1 + ei, method_id(f"{name}{c}")),
                           engine=cfg.engine)  # fmt: skip
             gap1 = out.gaps[:, 1]
             rho = gap1.mean() / gap0.mean()
@@ -380,7 +386,7 @@ def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         for sel_cfg in _rules_list(cfg):
             name = rule_name(sel_cfg)
             sel = build_selector(sel_cfg)
-            streams = RealizationStreams(stream(cfg.seed, pi, method_id(name)), R,
+            streams = RealizationStreams(_stream(cfg, pi, method_id(name)), R,
                                          rounds=grid[-1])  # fmt: skip
             sel.init(R, arms.N, objective.d, truth=at.truth(), streams=streams)
             snapshots = counts_at_checkpoints(at, sel, grid, streams, cfg.engine)
