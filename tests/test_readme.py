@@ -1,23 +1,29 @@
-"""The README's quick start runs as written."""
+"""The README's Python examples run as written."""
 
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
 
 
-def test_quick_start_runs(capsys):
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Quick start", 1)[1]
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_python_blocks_run(index, capsys):
+    exec(compile(BLOCKS[index], f"README block {index}", "exec"), {})  # noqa: S102 - our README
+    assert capsys.readouterr().out  # every example prints what it computes
+
+
+def test_quick_start_output(capsys):
+    section = README.read_text(encoding="utf-8").split("## Quick start", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    exec(compile(code, "README quick start", "exec"), {})  # noqa: S102 - the README is ours
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "7 4"  # arms.N, arms.n_star of the cost model in the README
+    exec(compile(code, "README quick start", "exec"), {})  # noqa: S102 - our README
+    assert capsys.readouterr().out.splitlines()[0] == "7 4"  # arms.N, arms.n_star
 
 
 def test_readme_opens_with_the_two_commands():
-    text = README.read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     first = blocks[0]
     assert "eegrad reproduce figure1" in first
     assert "python -m pytest" in first

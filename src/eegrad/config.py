@@ -298,15 +298,20 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     return clean(dataclasses.asdict(cfg))
 
 
+def read_toml(path: str | Path, what: str = "Configuration file") -> dict[str, Any]:
+    """Parse a TOML file; a missing file or bad TOML is a ConfigError naming the file."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{what} {str(path)!r} does not exist.") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not valid TOML: {exc}") from exc
+
+
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
     """Read and validate a TOML experiment file; ``overrides`` (dotted keys) replace entries."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"Configuration file {str(path)!r} does not exist.") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"Configuration file {str(path)!r} is not valid TOML: {exc}") from exc
+    data = read_toml(path)
     data.setdefault("name", path.stem)
     return config_from_dict(apply_overrides(data, overrides or {}), where=str(path))
 

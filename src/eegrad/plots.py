@@ -252,7 +252,7 @@ def plot_results(
         return float(v) if v != "" else float("nan")
 
     fig = Figure(figsize=(6.5, 4.4))
-    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.12, top=0.92)
+    fig.subplots_adjust(left=0.16, right=0.97, bottom=0.12, top=0.92)
     ax = fig.add_subplot()
     for i, (label, sub) in enumerate(groups.items()):
         sub = sorted(sub, key=lambda r: num(r[x]))

@@ -43,7 +43,7 @@ from .config import (
     config_from_dict,
     config_to_dict,
     preset_path,
-    tomllib,
+    read_toml,
 )
 from .experiment import run_study
 from .results import environment, write_json, write_table
@@ -113,12 +113,7 @@ def load_sweep(path: str | Path) -> Sweep:
     runs (an unknown axis key, an empty list or a value of the wrong type is a ConfigError)."""
     path = Path(path)
     where = str(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"Sweep file {where!r} does not exist.") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"Sweep file {where!r} is not valid TOML: {exc}") from exc
+    data = read_toml(path, "Sweep file")
     allowed = {"name", "seed", "realizations", "chunk", "base", "axes"}
     for key in data:
         if key not in allowed:
@@ -137,7 +132,7 @@ def load_sweep(path: str | Path) -> Sweep:
     chunk = integer("chunk", min(realizations, 1000), 1)
     base_value = data.get("base", {})
     if isinstance(base_value, str):
-        base = tomllib.loads(preset_path(base_value).read_text(encoding="utf-8"))
+        base = read_toml(preset_path(base_value))
     elif isinstance(base_value, dict):
         base = copy.deepcopy(base_value)
     else:
