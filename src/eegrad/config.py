@@ -94,6 +94,7 @@ class SelectorConfig:
     c: float | None = None
     n: int | None = None
     dims: float | str = "d"
+    discount: float = 1.0
     label: str | None = None
 
 
@@ -144,11 +145,11 @@ class ExperimentConfig:
     spawn_key: list[int] = field(default_factory=list)
 
 
-RULE_NAMES = ("eegrad", "kl_lcb", "chi2_lcb", "thompson", "greedy", "round_robin", "optimal",
-              "fixed")  # fmt: skip
+RULE_NAMES = ("eegrad", "kl_lcb", "chi2_lcb", "thompson", "memory_kl_lcb", "memory_thompson",
+              "greedy", "round_robin", "optimal", "fixed")  # fmt: skip
 
 _CHOICES = {
-    ("study",): ("sgd", "theorem1", "theorem2", "rules"),
+    ("study",): ("sgd", "theorem1", "theorem2", "rules", "memory"),
     ("engine",): ("auto", "numpy", "numba"),
     ("noise",): ("gaussian", "rademacher", "uniform"),
     ("objective", "kind"): ("quadratic", "diagonal_quadratic"),
@@ -262,7 +263,7 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
     need(cfg.init_scale > 0, "init_scale", "a float > 0", cfg.init_scale)
     arms = cfg.arms
     need(
-        cfg.study == "rules" or (arms.sigma2 is None) != (arms.costs is None),
+        cfg.study in ("rules", "memory") or (arms.sigma2 is None) != (arms.costs is None),
         "arms",
         "a table with exactly one of 'sigma2' and 'costs'",
         dataclasses.asdict(arms),
@@ -274,7 +275,7 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
     for key, sel in [("selector", cfg.selector)] + [("rules", r) for r in cfg.rules]:
         if sel.rule == "fixed":
             need(sel.n is not None, f"{key}.n", "given for rule 'fixed'", None)
-    if cfg.study == "rules":
+    if cfg.study in ("rules", "memory"):
         need(len(cfg.profiles) >= 1, "profiles", "at least one [[profiles]] table", [])
         for p in cfg.profiles:
             need(len(p.sigma2) >= 1 and all(x > 0 for x in p.sigma2), "profiles.sigma2",

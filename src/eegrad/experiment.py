@@ -30,6 +30,8 @@ from .selectors import (
     EEGrad,
     FixedArm,
     Greedy,
+    MemoryKLLCB,
+    MemoryThompson,
     OptimalArm,
     RoundRobin,
     Selector,
@@ -54,6 +56,9 @@ SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
 RULES_COLUMNS = ("profile", "T", "method", "regret", "regret_se", "lai_robbins", "lock_in",
                  "realizations")  # fmt: skip
 PULLS_COLUMNS = ("profile", "T", "method", "n", "pulls_mean")
+MEMORY_COLUMNS = ("profile", "T", "method", "final_gap_ratio", "final_gap_ratio_se", "lock_in",
+                  "realizations")  # fmt: skip
+MEMORY_PULLS_COLUMNS = ("profile", "T", "method", "k", "n", "pulls_mean")
 THEOREM1_COLUMNS = (
     "T", "method", "c", "error_mean", "error_se", "sigma2_star_over_T", "Z_T",
     "identity_lhs_mean", "identity_lhs_se", "identity_rhs_mean", "identity_rhs_se",
@@ -144,6 +149,10 @@ def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
         return ChiSquareLCB(alpha=1.0 if sel.alpha is None else sel.alpha, dims=sel.dims)
     if sel.rule == "thompson":
         return ThompsonVariance(dims=sel.dims)
+    if sel.rule == "memory_kl_lcb":
+        return MemoryKLLCB(c=0.0 if c is None else c, discount=sel.discount)
+    if sel.rule == "memory_thompson":
+        return MemoryThompson(discount=sel.discount)
     if sel.rule == "greedy":
         return Greedy()
     if sel.rule == "round_robin":
@@ -197,6 +206,8 @@ def study_work(cfg: ExperimentConfig) -> int:
         return sum(R * cfg.K * T * n_methods for T in cfg.T)
     if cfg.study == "rules":
         return R * max(cfg.T) * len(cfg.profiles) * len(_rules_list(cfg))
+    if cfg.study == "memory":
+        return R * cfg.K * sum(cfg.T) * len(cfg.profiles) * (len(_rules_list(cfg)) + 1)
     if cfg.study == "theorem1":
         return sum(R * T * (len(_c_values(cfg)) + 1) for T in cfg.T)
     return R * cfg.T[0] * len(cfg.eta) * (len(_c_values(cfg)) + 1)
@@ -206,7 +217,7 @@ def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
     """Run the study a configuration names; ``progress(units)`` is called as work completes."""
     tick = progress or (lambda units: None)
     runner = {"sgd": _sgd_study, "theorem1": _theorem1_study, "theorem2": _theorem2_study,
-              "rules": _rules_study}  # fmt: skip
+              "rules": _rules_study, "memory": _memory_study}  # fmt: skip
     return runner[cfg.study](cfg, tick)
 
 
@@ -406,4 +417,61 @@ def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                          "pulls_mean": float(counts[:, n - 1].mean())}
                     )  # fmt: skip
             tick(R * grid[-1])
+    return study
+
+
+def _memory_study(cfg: ExperimentConfig, tick: Progress) -> Study:
+    """Final expected gap of each rule relative to the optimal oracle, in the Figure 1 setting
+    (σ² given at T = arms.reference_T and scaled by T / reference_T), with memory across
+    iterates or without.
+
+    Heavy tails: the final gap F(w_{K+1}) of one run is a product of K random factors. The
+    estimate uses the exact conditional expectation of the last step on F = ½‖w‖² with
+    M(w) = diag(w²): E[F(w_{K+1}) | w_K] = F(w_K)((1 − η)² + η² E[Σ_n γ_{K,n} σ_n² | w_K]/T²),
+    and replaces the expectation by the run's own counts (unbiased, eq. gammaDelta). All
+    methods share the initial iterates and the noise streams (common random numbers), and the
+    standard error of the ratio is that of the paired realizations (delta method).
+    """
+    if cfg.objective.kind != "quadratic":
+        raise ConfigError("Study 'memory' needs objective.kind = 'quadratic' (its closed form).")
+    study = Study(cfg, MEMORY_COLUMNS)
+    pulls: list[dict[str, Any]] = []
+    study.tables[f"{cfg.name}_pulls"] = (pulls, MEMORY_PULLS_COLUMNS)
+    R, K, eta = cfg.realizations, cfg.K, cfg.eta[0]
+    objective = build_objective(cfg)
+    ref = cfg.arms.reference_T
+    for pi, prof in enumerate(cfg.profiles):
+        for ti, T in enumerate(cfg.T):
+            arms = Arms(np.asarray(prof.sigma2) * T / ref)
+            oracle = MiniBatchOracle(objective, arms, noise=cfg.noise)
+            w0 = _initial_iterates(cfg, objective.d, pi, ti, 0)
+            methods = [("optimal", OptimalArm())]
+            methods += [(rule_name(r), build_selector(r)) for r in _rules_list(cfg)]
+            estimates = {}
+            for name, sel in methods:
+                out = run_sgd(oracle, sel, w0, K, T, eta, rng=_stream(cfg, pi, ti, 1),
+                              engine=cfg.engine)  # fmt: skip
+                last = out.counts[:, -1]
+                factor = (1 - eta) ** 2 + eta**2 * (last @ arms.sigma2) / T**2
+                estimates[name] = out.gaps[:, -2] * factor
+                if name != "optimal":
+                    lock = float(np.mean(last[:, arms.n_star - 1] < T / 2))
+                    mean_pulls = out.counts.mean(axis=0)  # (K, N)
+                    for k in range(K):
+                        for n in arms.n:
+                            pulls.append({"profile": prof.name, "T": T, "method": name,
+                                          "k": k + 1, "n": int(n),
+                                          "pulls_mean": float(mean_pulls[k, n - 1])})  # fmt: skip
+                    estimates[name + "#lock"] = lock
+                tick(R * K * T)
+            base = estimates["optimal"]
+            for name, _ in methods[1:]:
+                Y = estimates[name]
+                ratio = float(Y.mean() / base.mean())
+                se = float((Y - ratio * base).std(ddof=1) / (np.sqrt(R) * base.mean()))
+                study.rows.append(
+                    {"profile": prof.name, "T": T, "method": name, "final_gap_ratio": ratio,
+                     "final_gap_ratio_se": se, "lock_in": estimates[name + "#lock"],
+                     "realizations": R}
+                )  # fmt: skip
     return study

@@ -155,6 +155,15 @@ class GradientEstimator:
         self._pending = None
         self.t = 0
 
+    def next_iterate(self) -> None:
+        """Start the estimate of the next iterate of the same run: like :meth:`reset`, except
+        that rules with memory (e.g. :class:`~eegrad.MemoryThompson`) keep their evidence."""
+        self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
+        self.selector.next_iterate(truth=None, streams=self.streams)
+        self._backend = None
+        self._pending = None
+        self.t = 0
+
     @property
     def counts(self) -> np.ndarray:
         return self.selector.counts[0].copy()

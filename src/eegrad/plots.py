@@ -28,7 +28,8 @@ def _label(method: str) -> str:
         return f"EE-Grad, c = {method[8:]}"
     return {"eegrad": "EE-Grad", "optimal": "optimal oracle", "greedy": "greedy",
             "round_robin": "round-robin", "kl_lcb": "kl-LCB", "chi2_lcb": "χ²-LCB",
-            "thompson": "Thompson (variance)"}.get(method, method)  # fmt: skip
+            "thompson": "Thompson (variance)", "memory_kl_lcb": "kl-LCB with memory",
+            "memory_thompson": "Thompson with memory"}.get(method, method)  # fmt: skip
 
 
 def _colours(methods: list[str]) -> dict[str, str]:
@@ -52,7 +53,7 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
 def plot_study(study: Study) -> Figure:
     """The figure of a study."""
     return {"sgd": _plot_sgd, "theorem1": _plot_theorem1, "theorem2": _plot_theorem2,
-            "rules": _plot_rules}[study.config.study](study)  # fmt: skip
+            "rules": _plot_rules, "memory": _plot_memory}[study.config.study](study)  # fmt: skip
 
 
 def _plot_sgd(study: Study) -> Figure:
@@ -273,3 +274,34 @@ def plot_results(
     target = Path(out) if out else csv_path.parent / f"plot-{y}-vs-{x}.png"
     save_figure(fig, target.with_suffix(""))
     return target.with_suffix(".png")
+
+
+def _plot_memory(study: Study) -> Figure:
+    cfg = study.config
+    profiles = [p.name for p in cfg.profiles]
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    colour = _colours(methods)
+    fig = Figure(figsize=(4.6 * len(profiles), 4.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.24, top=0.86, wspace=0.2)
+    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
+    width = 0.8 / len(methods)
+    for ax, prof in zip(axes, profiles, strict=True):
+        Ts = sorted({r["T"] for r in study.rows if r["profile"] == prof})
+        pos = np.arange(len(Ts))
+        for j, m in enumerate(methods):
+            ratio = [study.column("final_gap_ratio", profile=prof, method=m, T=T)[0] for T in Ts]
+            se = [study.column("final_gap_ratio_se", profile=prof, method=m, T=T)[0] for T in Ts]
+            ax.bar(pos + (j - (len(methods) - 1) / 2) * width, ratio, width, yerr=2 * np.array(se),
+                   color=colour[m], label=_label(m), capsize=2, error_kw={"lw": 0.8})  # fmt: skip
+        ax.axhline(1.0, color="k", lw=1)
+        ax.set_xticks(pos, [f"T = {T}" for T in Ts])
+        ax.set_title(prof, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_ylabel("final expected gap ÷ optimal oracle's")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False)  # fmt: skip
+    fig.suptitle(f"Memory across iterates: E F(w_{cfg.K + 1}) relative to the optimal oracle "
+                 f"(K = {cfg.K}, η = {cfg.eta[0]}, {cfg.realizations} realizations, ±2 SE)",
+                 fontsize=10)  # fmt: skip
+    return fig

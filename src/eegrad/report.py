@@ -204,8 +204,36 @@ def rules_section(study: Study, image: str) -> Section:
     return Section("Selection rules", [text], image, rows)
 
 
+def memory_section(study: Study, image: str) -> Section:
+    cfg = study.config
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    rows = [["profile", "T", *methods, "lock-in (memory rules)"]]
+    for p in cfg.profiles:
+        for T in sorted({r["T"] for r in study.rows}):
+            cells = [p.name, str(T)]
+            for m in methods:
+                r = study.column("final_gap_ratio", profile=p.name, method=m, T=T)
+                se = study.column("final_gap_ratio_se", profile=p.name, method=m, T=T)
+                cells.append(f"{r[0]:.2f} ± {se[0]:.2f}")
+            locks = [f"{study.column('lock_in', profile=p.name, method=m, T=T)[0]:.1%}"
+                     for m in methods if m.startswith("memory")]  # fmt: skip
+            cells.append(", ".join(locks))
+            rows.append(cells)
+    text = (
+        "**Claim (ours).** Keeping the evidence of past iterates — σ_n² does not depend on w — "
+        "pays for exploration once instead of K times. **Measured** in the Figure 1 setting "
+        f"(K = {cfg.K}, η = {cfg.eta[0]}, {cfg.realizations} realizations sharing initial "
+        "iterates and noise streams): the final expected gap of each rule divided by the "
+        "optimal oracle's, estimated with the exact conditional expectation of the last step "
+        "(the final gap itself is heavy-tailed), ± its standard error; lock-in is the share of "
+        "runs in which the best arm gets under half of the last iterate's pulls."
+    )
+    return Section("Selection with memory across iterates", [text], image, rows)
+
+
 SECTION_BUILDERS = {"figure1": figure1_section, "theorem1": theorem1_section,
-                    "theorem2": theorem2_section, "rules": rules_section}  # fmt: skip
+                    "theorem2": theorem2_section, "rules": rules_section,
+                    "memory": memory_section}  # fmt: skip
 
 
 def claims(studies: dict[str, tuple[Study, str]]) -> list[Section]:

@@ -97,6 +97,7 @@ def estimate_gradient(
     *,
     engine: str = "auto",
     threads: int | None = None,
+    new_iterate: bool = False,
 ) -> GradientEstimate:
     r"""Run Algorithm 1's T rounds at iterates ``w`` and return the mean of the T outputs.
 
@@ -118,6 +119,10 @@ def estimate_gradient(
         for a seed (to rounding).
     threads : int, optional
         Threads of the compiled engine (default: all cores). Results do not depend on it.
+    new_iterate : bool
+        False (default): the selector starts afresh (``init``). True: the estimate is the next
+        iterate of the same run (``next_iterate``), so rules with memory keep their evidence;
+        it needs a selector already initialised for the same R, N and d.
 
     Returns
     -------
@@ -141,7 +146,10 @@ def estimate_gradient(
     R, d = w.shape
     at = oracle.at(w)
     streams = RealizationStreams(gen, R, rounds=T)
-    selector.init(R, N, d, truth=at.truth(), streams=streams)
+    if new_iterate and selector._shape == (R, N, d):
+        selector.next_iterate(truth=at.truth(), streams=streams)
+    else:
+        selector.init(R, N, d, truth=at.truth(), streams=streams)
     counts = selector.oblivious_counts(T)
     if counts is not None and hasattr(at, "sample_mean"):
         mean = at.sample_mean(counts, T, streams)

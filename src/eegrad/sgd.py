@@ -102,7 +102,8 @@ def run_sgd(
     oracle : MiniBatchOracle or sequence of K of them
         The oracles; a sequence gives iterate k its own arms (budget B_k, cost C_k).
     selector : Selector
-        The rule; re-initialised at each iterate (the paper's EE-Grad forgets between iterates).
+        The rule. It is told when each new iterate begins (``next_iterate``): the paper's
+        EE-Grad and the per-iterate rules forget; rules with memory keep their evidence.
     w0 : array_like, shape (R, d)
         Initial iterates w_1, one per realization.
     K : int
@@ -141,7 +142,8 @@ def run_sgd(
     ws[:, 0] = w
     gaps[:, 0] = oracles[0].objective.gap(w)
     for k in range(K):
-        est = estimate_gradient(oracles[k], selector, w, T, gen, engine=engine, threads=threads)
+        est = estimate_gradient(oracles[k], selector, w, T, gen, engine=engine, threads=threads,
+                                new_iterate=k > 0)  # fmt: skip
         with np.errstate(over="ignore", invalid="ignore"):
             w = w - etas[k] * est.gradient
         if not np.all(np.isfinite(w)):

@@ -34,7 +34,10 @@ class ArmStatistics:
         Σ_i ‖G_i(w, n) − m_t(n)‖², the trace of the sum of squared deviations.
     """
 
-    def __init__(self, R: int, N: int, d: int):
+    def __init__(self, R: int, N: int, d: int, per_coordinate: bool = False):
+        self.per_coordinate = per_coordinate
+        #: Per-coordinate sums of squared deviations, shape (R, N, d), when asked for.
+        self.sq_coord = np.zeros((R, N, d)) if per_coordinate else None
         self.count = np.zeros((R, N), dtype=np.int64)
         self.mean = np.zeros((R, N, d))
         self.sq_dev = np.zeros((R, N))
@@ -54,6 +57,9 @@ class ArmStatistics:
         self._mean_flat[idx] = old + delta / cnt[:, None]
         # Σ‖G − m‖² grows by δ·(G − m_new) = (1 − 1/γ)‖δ‖² (Welford), δ = G − m_old.
         self._sq_flat[idx] += np.einsum("rd,rd->r", delta, delta) * ((cnt - 1) / cnt)
+        if self.per_coordinate:
+            flat = self.sq_coord.reshape(-1, delta.shape[1])
+            flat[idx] += delta * delta * ((cnt - 1) / cnt)[:, None]
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) of every arm, shape (R, N); NaN where γ_t(n) < 2 (undefined)."""

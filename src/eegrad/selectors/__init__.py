@@ -4,6 +4,7 @@ from .base import IndexSelector, ProtocolError, Selector
 from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
+from .memory import MemoryKLLCB, MemoryRule, MemoryThompson
 from .rules import KLLCB, ChiSquareLCB, ThompsonVariance
 
 __all__ = [
@@ -14,6 +15,9 @@ __all__ = [
     "FixedArm",
     "Greedy",
     "IndexSelector",
+    "MemoryKLLCB",
+    "MemoryRule",
+    "MemoryThompson",
     "OptimalArm",
     "ProtocolError",
     "RoundRobin",

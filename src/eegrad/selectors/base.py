@@ -64,6 +64,13 @@ class Selector:
         self._rows = np.arange(R)
         self._pending: np.ndarray | None = None
 
+    def next_iterate(self, truth: Truth | None = None, streams: Any = None) -> None:
+        """A new SGD iterate begins (same R, N, d). Rules without memory forget everything,
+        as the paper's EE-Grad does; rules with memory keep the evidence of past iterates."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: next_iterate() before init(R, N, d)")
+        self.init(*self._shape, truth=truth, streams=streams)
+
     def reset(self) -> None:
         """Forget all statistics (same sizes and truth)."""
         if self._shape is None:

@@ -1,0 +1,250 @@
+r"""Selection with memory across SGD iterates.
+
+The paper's EE-Grad forgets its evidence at every iterate, yet σ_n² does not depend on w: only
+the noise's mean ∇F(w_k) and shape M(w_k) change between iterates, and all arms share them at a
+given iterate. The rules here pool the evidence of all iterates under the model
+
+.. math::
+
+    G \mid \text{iterate } k,\ \text{arm } n \;\sim\; \mathcal N\!\left(\mu_k,\ \sigma_n^2
+    \operatorname{diag}(m_k)\right),
+
+each iterate with its own unknown mean μ_k and diagonal shape m_k, the arms' σ_n² shared. Per
+(iterate, arm) they keep the count γ_{k,n}, the mean x̄_{k,n} and the per-coordinate sums of
+squared deviations Q_{k,n,i} — O(K·N·d) numbers per realization, no history of gradients.
+
+**Fit.** Maximum likelihood by block-coordinate ascent, with μ_k profiled out:
+
+.. math::
+
+    \mu_{k,i} = \frac{\sum_n \gamma_{k,n} \bar x_{k,n,i} / \sigma_n^2}{\sum_n \gamma_{k,n}/\sigma_n^2},
+    \quad S_{k,n,i} = Q_{k,n,i} + \gamma_{k,n} (\bar x_{k,n,i} - \mu_{k,i})^2,
+
+.. math::
+
+    m_{k,i} = \frac{\sum_n S_{k,n,i}/\sigma_n^2}{\Gamma_k - 1}, \qquad
+    \sigma_n^2 = \frac{\sum_{k,i} S_{k,n,i}/m_{k,i}}{\sum_{k,i} \nu_{k,n}}, \qquad
+    \nu_{k,n} = \gamma_{k,n}\,(1 - 1/\Gamma_k),
+
+Γ_k = Σ_n γ_{k,n}: the degree of freedom spent on μ_k is shared among the arms in proportion to
+their pulls (a REML-style correction), so an arm pulled once at an iterate still contributes
+through its distance to the other arms' mean. Past iterates are refitted to convergence when an
+iterate ends; within an iterate each round refits the current iterate's μ, m and the σ² (the past
+iterates' terms cached), which is exact block-coordinate ascent, one sweep per round.
+
+**Large d.** With ``shape="scalar"`` (chosen by ``"auto"`` when d > 16) the model is
+M_k = m_k·I: coordinates are pooled (the trace statistics), one scale per iterate — what a rule
+must do when one iterate's pulls cannot estimate d scales.
+
+**Changing costs.** ``discount`` < 1 weights the evidence of iterate k by discount^(K − k), so an
+arm whose σ² changed is forgotten at that rate.
+
+Only the first iterate pulls every arm twice; later iterates choose by index from their first
+round, and the rounds t in ln t count across iterates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import InvalidParameterTypeError, check_integer, check_real
+from ..oracle import Truth
+from ..statistics import ArmStatistics
+from .base import Selector
+from .rules import kl_lcb_ratio
+
+__all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson"]
+
+_SCALAR_ABOVE = 16
+
+
+class MemoryRule(Selector):
+    """Shared machinery of the rules with memory (see the module's notes)."""
+
+    def __init__(self, shape: str = "auto", discount: float = 1.0, iterations: int = 25):
+        super().__init__()
+        owner = type(self).__name__
+        if shape not in ("auto", "diagonal", "scalar"):
+            raise InvalidParameterTypeError(
+                f"The 'shape' parameter of {owner} must be 'auto', 'diagonal' or 'scalar'. "
+                f"Got {shape!r} instead."
+            )
+        self.shape = shape
+        self.discount = check_real(discount, "discount", owner, gt=0, le=1)
+        self.iterations = check_integer(iterations, "iterations", owner, ge=1)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"shape": self.shape, "discount": self.discount}
+
+    def min_rounds(self, N: int) -> int:
+        return 2 * N
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth, streams)
+        self.scalar = self.shape == "scalar" or (self.shape == "auto" and d > _SCALAR_ABOVE)
+        self.stats = ArmStatistics(R, N, d, per_coordinate=not self.scalar)
+        self.counts = self.stats.count
+        self.iterate = 0
+        self.rounds_before = 0  # rounds of the past iterates
+        self.sigma2 = np.ones((R, N))  # fitted σ_n², up to a common factor
+        # Past iterates' evidence, weighted by discount^(age): count, mean, squared deviations.
+        self._past_count = np.zeros((R, 0, N))
+        self._past_mean = np.zeros((R, 0, N, d))
+        self._past_sq = np.zeros((R, 0, N, 1 if self.scalar else d))
+        self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
+        self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
+
+    def next_iterate(self, truth: Truth | None = None, streams: Any = None) -> None:
+        if self._shape is None:
+            super().next_iterate(truth, streams)  # raises the protocol error
+        R, N, d = self._shape
+        w = self.discount
+        cur_sq = self.stats.sq_dev[..., None] if self.scalar else self.stats.sq_coord
+        self._past_count = np.concatenate(
+            [self._past_count * w, self.stats.count[:, None].astype(float)], axis=1
+        )
+        self._past_mean = np.concatenate([self._past_mean, self.stats.mean[:, None]], axis=1)
+        self._past_sq = np.concatenate([self._past_sq * w, cur_sq[:, None]], axis=1)
+        self.rounds_before += self.t
+        self.iterate += 1
+        self.truth, self.streams = truth, streams
+        self.stats = ArmStatistics(R, N, d, per_coordinate=not self.scalar)
+        self.counts = self.stats.count
+        self.t = 0
+        self._pending = None
+        self._refit_past()
+
+    # -- the fit ---------------------------------------------------------------------------------
+    def _terms(self, count, mean, sq, s2):
+        """Per iterate: S/m summed over coordinates and ν, shapes (R, K, N); for arrays with a
+        K axis: count (R, K, N), mean (R, K, N, d), sq (R, K, N, d or 1), s2 (R, N)."""
+        d = mean.shape[-1]
+        prec = count / s2[:, None, :]
+        total = prec.sum(axis=2)  # (R, K)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = np.einsum("rkn,rknd->rkd", prec, mean) / total[..., None]
+        mu = np.where(total[..., None] > 0, mu, 0.0)
+        dev2 = count[..., None] * (mean - mu[:, :, None, :]) ** 2  # (R, K, N, d)
+        if self.scalar:
+            dev2 = dev2.sum(axis=-1, keepdims=True)
+        S = sq + dev2  # (R, K, N, d or 1)
+        gamma = count.sum(axis=2)  # Γ_k, (R, K)
+        per_coord = d if self.scalar else 1  # dof per pull of one "coordinate" of S
+        dof_k = per_coord * (gamma - 1.0)  # (R, K)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = (S / s2[:, None, :, None]).sum(axis=2) / dof_k[..., None]  # (R, K, d or 1)
+            share = np.where(gamma > 1, 1.0 - 1.0 / gamma, 0.0)  # (R, K)
+            nu = per_coord * count * share[..., None] * S.shape[-1]  # (R, K, N)
+            num = np.where(dof_k[..., None, None] > 0, S / m[:, :, None, :], 0.0).sum(axis=-1)
+        return num, nu
+
+    def _update_sigma2(self, num: np.ndarray, dof: np.ndarray) -> None:
+        ok = dof > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s2 = np.where(ok, num / dof, self.sigma2)
+        # Only ratios matter: fix the geometric mean at 1 for stability.
+        s2 = np.maximum(s2, 1e-300)
+        self.sigma2 = s2 / np.exp(np.log(s2).mean(axis=1, keepdims=True))
+
+    def _refit_past(self) -> None:
+        for _ in range(self.iterations):
+            num, nu = self._terms(self._past_count, self._past_mean, self._past_sq, self.sigma2)
+            self._update_sigma2(num.sum(axis=1), nu.sum(axis=1))
+        num, nu = self._terms(self._past_count, self._past_mean, self._past_sq, self.sigma2)
+        self._cache_num, self._cache_dof = num.sum(axis=1), nu.sum(axis=1)
+
+    def _refit_current(self) -> tuple[np.ndarray, np.ndarray]:
+        """One block sweep with the current iterate; returns (σ², ν) per arm."""
+        st = self.stats
+        sq = st.sq_dev[:, None, :, None] if self.scalar else st.sq_coord[:, None]
+        num, nu = self._terms(st.count[:, None].astype(float), st.mean[:, None], sq, self.sigma2)
+        # The cache holds the past terms at the σ² of the last full fit (block ascent).
+        self._update_sigma2(self._cache_num + num[:, 0], self._cache_dof + nu[:, 0])
+        return self.sigma2, self._cache_dof + nu[:, 0]
+
+    # -- ask -------------------------------------------------------------------------------------
+    def _select(self, t: int) -> np.ndarray:
+        R, N, _ = self._shape
+        if self.iterate == 0 and t <= 2 * N:
+            return np.full(R, (t - 1) % N, dtype=np.int64)
+        s2, nu = self._refit_current()
+        return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
+
+    def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class MemoryKLLCB(MemoryRule):
+    r"""kl-LCB on the pooled evidence of all iterates:
+
+    .. math:: \mathrm{index}_t(n) = \hat\sigma_n^2 / x_n, \quad
+        x_n - 1 - \ln x_n = \frac{2 (\ln t + c \ln\ln t)}{\nu_n}, \quad
+        \nu_n = \sum_{k,i} \nu_{k,n},
+
+    with σ̂² the maximum-likelihood fit of the module's model and t counting rounds across
+    iterates. Approximation: the iterates' scales m_k are plugged in at their estimates.
+    The rule is not told K (anytime). Reference: kl-UCB (Garivier & Cappé, 2011) for a scale.
+
+    Parameters
+    ----------
+    c : float
+        Weight of the ln ln t term, >= 0.
+    shape : "auto", "diagonal" or "scalar"
+        The model of M(w_k) ("auto": diagonal for d <= 16, scalar above).
+    discount : float
+        Weight per iterate of age of past evidence, in (0, 1] (1: keep everything).
+    """
+
+    def __init__(self, c: float = 0.0, shape: str = "auto", discount: float = 1.0):
+        super().__init__(shape, discount)
+        self.c = check_real(c, "c", "MemoryKLLCB", ge=0)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"c": self.c, **super().get_params()}
+
+    def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        lt = math.log(t)
+        level = lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+        with np.errstate(divide="ignore"):
+            x = kl_lcb_ratio(np.where(nu > 0, 2.0 * level / nu, np.inf))
+        return np.where(nu > 0, sigma2 / x, -np.inf)
+
+
+class MemoryThompson(MemoryRule):
+    r"""Posterior sampling of σ_n² on the pooled evidence of all iterates:
+
+    .. math:: \tilde\sigma_n^2 = \nu_n \hat\sigma_n^2 / (2 g_n), \qquad
+        g_n \sim \mathrm{Gamma}(\nu_n / 2, 1),
+
+    the inverse-gamma posterior under the Jeffreys prior given the sufficient statistic
+    ν_n σ̂_n², with the iterates' scales m_k plugged in at their estimates (the approximation).
+    Reference: Thompson (1933); Kaufmann, Korda & Munos (2012).
+
+    Parameters
+    ----------
+    shape, discount
+        As :class:`MemoryKLLCB`.
+    seed : int
+        Seed for use without the simulator's streams.
+    """
+
+    def __init__(self, shape: str = "auto", discount: float = 1.0, seed: int = 0):
+        super().__init__(shape, discount)
+        self.seed = check_integer(seed, "seed", "MemoryThompson", ge=0)
+        self._own_rng = np.random.default_rng(self.seed)
+
+    def get_params(self) -> dict[str, Any]:
+        return {**super().get_params(), "seed": self.seed}
+
+    def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        shape = np.maximum(nu, 1e-12) / 2.0
+        if self.streams is None:
+            g = self._own_rng.standard_gamma(shape)
+        else:
+            g = self.streams.per_block(lambda gen, sl: gen.standard_gamma(shape[sl]),
+                                       np.empty_like(shape))  # fmt: skip
+        return np.where(nu > 0, nu * sigma2 / (2.0 * g), -np.inf)

@@ -1,0 +1,213 @@
+"""Selection with memory across iterates: the model fit, the posterior, the protocol, changing
+costs and unbiasedness."""
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+
+from eegrad import (
+    Arms,
+    GaussianOracle,
+    GradientEstimator,
+    MemoryKLLCB,
+    MemoryThompson,
+    OptimalArm,
+    Quadratic,
+    estimate_gradient,
+    run_sgd,
+)
+from eegrad._random import RealizationStreams
+from eegrad.cli import main as cli
+from eegrad.config import preset_path
+from eegrad.results import read_table
+
+
+def evidence(seed=0, K=3, N=3, d=2):
+    """Sufficient statistics of simulated pulls: count (1, K, N), mean (1, K, N, d), Q."""
+    rng = np.random.default_rng(seed)
+    s2 = np.array([2.0, 1.0, 3.0])[:N]
+    count = rng.integers(1, 6, size=(1, K, N)).astype(float)
+    mean = np.zeros((1, K, N, d))
+    Q = np.zeros((1, K, N, d))
+    for k in range(K):
+        m = rng.uniform(0.2, 3.0, d)
+        mu = rng.standard_normal(d)
+        for n in range(N):
+            x = mu + np.sqrt(s2[n] * m) * rng.standard_normal((int(count[0, k, n]), d))
+            mean[0, k, n] = x.mean(axis=0)
+            Q[0, k, n] = ((x - x.mean(axis=0)) ** 2).sum(axis=0)
+    return count, mean, Q
+
+
+def pseudo_loglik(params, count, mean, Q):
+    """The objective whose fixed point the fit is: Σ −ν/2 ln(σ² m) − S(μ)/(2σ² m)."""
+    _, K, N, d = mean.shape
+    ls2 = np.concatenate([[0.0], params[: N - 1]])  # σ²_1 = 1 fixes the scale
+    lm = params[N - 1 : N - 1 + K * d].reshape(K, d)
+    mu = params[N - 1 + K * d :].reshape(K, d)
+    c = count[0]
+    gamma = c.sum(axis=1)
+    nu = c * (1 - 1 / gamma)[:, None]
+    S = Q[0] + c[..., None] * (mean[0] - mu[:, None, :]) ** 2
+    s2 = np.exp(ls2)[None, :, None]
+    m = np.exp(lm)[:, None, :]
+    return -(np.sum(-nu[..., None] / 2 * np.log(s2 * m)) - np.sum(S / (2 * s2 * m)))
+
+
+def test_fit_maximises_the_pseudo_likelihood():
+    count, mean, Q = evidence()
+    sel = MemoryKLLCB()
+    sel.init(1, 3, 2)
+    sel._past_count, sel._past_mean, sel._past_sq = count, mean, Q
+    sel.iterations = 500
+    sel._refit_past()
+    K, N, d = 3, 3, 2
+    x0 = np.zeros(N - 1 + 2 * K * d)
+    res = optimize.minimize(pseudo_loglik, x0, args=(count, mean, Q), method="BFGS",
+                            options={"gtol": 1e-10, "maxiter": 10_000})  # fmt: skip
+    brute = np.exp(np.concatenate([[0.0], res.x[: N - 1]]))
+    np.testing.assert_allclose(sel.sigma2[0] / sel.sigma2[0, 0], brute, rtol=1e-5)
+
+
+def test_scalar_shape_for_large_d_recovers_ratios():
+    """d = 20 > 16: 'auto' pools coordinates (M_k = m_k I). With isotropic noise of very
+    different scale per iterate the fitted σ² ratios match the truth (400 pulls per arm and
+    iterate, 20 coordinates: relative SE ≈ 1/√(4000) per ratio; tolerance 5 %)."""
+    d, N, K = 20, 3, 3
+    s2 = np.array([2.0, 1.0, 4.0])
+    arms = Arms(s2)
+    sel = MemoryKLLCB()
+    rng = np.random.default_rng(3)
+    for k in range(K):
+        scale = [0.1, 10.0, 1.0][k]
+        oracle = GaussianOracle(Quadratic(d), arms, M=lambda w, g, s=scale: np.full_like(w, s))
+        w = rng.standard_normal((1, d))
+        at = oracle.at(w)
+        if k == 0:
+            sel.init(1, N, d, truth=at.truth())
+        else:
+            sel.next_iterate(truth=at.truth())
+        streams = RealizationStreams(np.random.default_rng(k), 1)
+        for n in range(N):
+            for _ in range(400):
+                a = np.array([n])
+                sel.stats.update(a, at.sample(a, streams))
+    assert sel.scalar
+    sel.next_iterate()
+    ratio = sel.sigma2[0] / sel.sigma2[0, 1]
+    np.testing.assert_allclose(ratio, s2 / s2[1], rtol=0.05)
+
+
+def test_posterior_draws_follow_the_inverse_gamma():
+    R, nu, s2 = 20000, 12.0, 1.7
+    sel = MemoryThompson(seed=5)
+    sel.init(R, 1, 2)
+    draws = sel.index(10, np.full((R, 1), s2), np.full((R, 1), nu))[:, 0]
+    law = stats.invgamma(nu / 2, scale=nu * s2 / 2)
+    assert stats.kstest(draws, law.cdf).pvalue > 1e-3  # fixed seed; false-alarm bound 1e-3
+
+
+def paper(T):
+    return GaussianOracle(Quadratic(2), Arms(np.array([50.0, 26.0, 16.7]) * T / 50))
+
+
+def test_next_iterate_keeps_and_reset_forgets():
+    oracle = paper(50)
+    w = np.random.default_rng(0).standard_normal((50, 2))
+    sel = MemoryThompson()
+    first = estimate_gradient(oracle, sel, w, 50, rng=1)
+    assert np.all(first.counts.min(axis=1) >= 2)  # the first iterate pulls every arm twice
+    second = estimate_gradient(oracle, sel, w, 50, rng=2, new_iterate=True)
+    assert sel.iterate == 1
+    assert sel._past_count.shape == (50, 1, 3)
+    # Later iterates choose by index from the first round: no forced exploration.
+    assert np.mean(second.counts.min(axis=1) < 2) > 0.5
+    sel.reset()
+    assert sel.iterate == 0
+    assert sel._past_count.shape == (50, 0, 3)
+
+
+def test_memory_beats_per_iterate_rules_in_sgd():
+    """Figure 1 setting, T = 50: the last iterate's pulls of the best arm grow across iterates
+    with memory (averages over 1000 runs; the gap between iterates 1 and 5, ~12 pulls, is many
+    times the SE of ~0.3)."""
+    oracle = paper(50)
+    w0 = np.random.default_rng(0).standard_normal((1000, 2))
+    out = run_sgd(oracle, MemoryKLLCB(), w0, 5, 50, 0.85, rng=1)
+    best = out.counts[:, :, 2].mean(axis=0)
+    assert best[-1] > best[0] + 5
+    assert np.all(out.counts.sum(axis=2) == 50)
+
+
+def test_discount_forgets_a_changed_arm():
+    """The best arm changes at iterate 3: with a discount the rule follows it sooner."""
+    before = GaussianOracle(Quadratic(2), Arms([4.0, 12.0]))
+    after = GaussianOracle(Quadratic(2), Arms([12.0, 4.0]))
+    w0 = np.random.default_rng(0).standard_normal((600, 2))
+    oracles = [before, before, after, after]
+    keep = run_sgd(oracles, MemoryKLLCB(), w0, 4, 40, 0.5, rng=1)
+    forget = run_sgd(oracles, MemoryKLLCB(discount=0.2), w0, 4, 40, 0.5, rng=1)
+    # Pulls of the new best arm (n = 2) at iterate 3, averaged over 600 runs.
+    assert forget.counts[:, 2, 1].mean() > keep.counts[:, 2, 1].mean() + 3
+
+
+@pytest.mark.parametrize("make", [MemoryKLLCB, MemoryThompson])
+def test_estimate_stays_unbiased(make):
+    """G is the plain mean of the T outputs: E[G − ∇F] = 0 (4 SE per coordinate)."""
+    oracle = paper(50)
+    R = 20000
+    w = np.tile([1.0, -0.5], (R, 1))
+    sel = make()
+    estimate_gradient(oracle, sel, w, 50, rng=1)
+    res = estimate_gradient(oracle, sel, w, 50, rng=2, new_iterate=True)
+    err = res.gradient - w
+    assert np.all(np.abs(err.mean(axis=0)) < 4 * err.std(axis=0) / np.sqrt(R))
+
+
+def test_estimator_next_iterate_keeps_memory():
+    est = GradientEstimator(MemoryThompson(), 3, T=6, dim=2, rng=0)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        while not est.done:
+            n = est.ask()
+            est.tell(rng.standard_normal(2) * n)
+        est.next_iterate()
+    assert est.selector.iterate == 2
+    est.reset()
+    assert est.selector.iterate == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: MemoryKLLCB(discount=0.0), ValueError, "'discount' parameter of MemoryKLLCB"),
+        (lambda: MemoryKLLCB(discount=1.5), ValueError, "'discount'"),
+        (lambda: MemoryThompson(shape="full"), TypeError, "'shape' parameter of MemoryThompson"),
+        (lambda: MemoryKLLCB(c=-1.0), ValueError, "'c' parameter of MemoryKLLCB"),
+    ],
+)
+def test_bad_parameters(make, exc, match):
+    with pytest.raises(exc, match=match):
+        make()
+
+
+def test_memory_study_runs(tmp_path):
+    text = preset_path("memory").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("T =")]
+    f = tmp_path / "memory.toml"
+    f.write_text("T = [20]\n" + "\n".join(lines))
+    out = tmp_path / "m"
+    assert cli(["run", str(f), "--out", str(out), "-R", "40", "-q"]) == 0
+    rows = read_table(out / "memory.csv")
+    assert {r["method"] for r in rows} == {"eegrad-c1", "kl_lcb", "thompson", "memory_kl_lcb",
+                                           "memory_thompson"}  # fmt: skip
+    assert all(float(r["final_gap_ratio"]) > 0 for r in rows)
+    pulls = read_table(out / "memory_pulls.csv")
+    assert {int(p["k"]) for p in pulls} == {1, 2, 3, 4, 5}
+
+
+def test_optimal_oracle_unchanged_by_memory_protocol():
+    oracle = paper(50)
+    w0 = np.random.default_rng(0).standard_normal((10, 2))
+    out = run_sgd(oracle, OptimalArm(), w0, 3, 50, 0.85, rng=1)
+    assert np.all(out.counts[:, :, 2] == 50)
