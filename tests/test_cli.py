@@ -102,10 +102,10 @@ def test_reproduce_all_writes_report(tmp_path):
     assert main(["reproduce", "all", "-R", "6", "--out", str(out), "-q"]) == 0
     md = (out / "report.md").read_text()
     for claim in ("Claim (Section 6, Figure 1)", "Claim (Theorem 1)", "Claim (Theorem 2)",
-                  "Claim (ours, not the paper's)"):  # fmt: skip
+                  "Claim (ours, not the paper's)", "Claim (ours)."):  # fmt: skip
         assert claim in md
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 5
 
 
 def test_config_error_writes_nothing(tmp_path, capsys):
