@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import preset_copy
 
 from eegrad.cli import main
-from eegrad.config import preset_path
 from eegrad.results import read_table
 from eegrad.theory import fixed_oracle_rate
 
@@ -80,11 +80,8 @@ def test_same_seed_gives_byte_identical_csv(tmp_path):
 
 
 def test_theorem_studies_run(tmp_path):
-    for name, extra in (("theorem1", "T = [10, 40]\n"), ("theorem2", "eta = [0.2, 0.85]\n")):
-        text = preset_path(name).read_text()
-        lines = [ln for ln in text.splitlines() if not ln.startswith(("T =", "eta ="))]
-        f = tmp_path / f"{name}.toml"
-        f.write_text(extra + "\n".join(lines))
+    for name, replace in (("theorem1", {"T": "[10, 40]"}), ("theorem2", {"eta": "[0.2, 0.85]"})):
+        f = preset_copy(tmp_path, name, replace)
         out = tmp_path / name
         assert main(["run", str(f), "--out", str(out), "-R", "30", "-q"]) == 0
         rows = read_table(out / f"{name}.csv")
@@ -134,10 +131,7 @@ def test_help(argv, capsys):
 
 
 def test_rules_study_and_overlay(tmp_path):
-    text = preset_path("rules").read_text()
-    lines = [ln for ln in text.splitlines() if not ln.startswith("T =")]
-    f = tmp_path / "rules.toml"
-    f.write_text("T = [20, 60]\n" + "\n".join(lines))
+    f = preset_copy(tmp_path, "rules", {"T": "[20, 60]"})
     out = tmp_path / "rules"
     assert main(["run", str(f), "--out", str(out), "-R", "20", "-q"]) == 0
     rows = read_table(out / "rules.csv")

@@ -3,6 +3,7 @@ costs and unbiasedness."""
 
 import numpy as np
 import pytest
+from conftest import preset_copy
 from scipy import optimize, stats
 
 from eegrad import (
@@ -18,7 +19,6 @@ from eegrad import (
 )
 from eegrad._random import RealizationStreams
 from eegrad.cli import main as cli
-from eegrad.config import preset_path
 from eegrad.results import read_table
 
 
@@ -192,10 +192,7 @@ def test_bad_parameters(make, exc, match):
 
 
 def test_memory_study_runs(tmp_path):
-    text = preset_path("memory").read_text()
-    lines = [ln for ln in text.splitlines() if not ln.startswith("T =")]
-    f = tmp_path / "memory.toml"
-    f.write_text("T = [20]\n" + "\n".join(lines))
+    f = preset_copy(tmp_path, "memory", {"T": "[20]"})
     out = tmp_path / "m"
     assert cli(["run", str(f), "--out", str(out), "-R", "40", "-q"]) == 0
     rows = read_table(out / "memory.csv")

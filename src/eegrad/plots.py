@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -181,14 +182,25 @@ def _plot_theorem2(study: Study) -> Figure:
     return fig
 
 
+def _profile_panels(study: Study) -> tuple[list[str], list[str], dict[str, str], Figure, Any]:
+    """One panel per arm profile, room below for a shared legend."""
+    profiles = [p.name for p in study.config.profiles]
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    fig = Figure(figsize=(4.6 * len(profiles), 4.8))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.25, top=0.86, wspace=0.2)
+    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
+    return profiles, methods, _colours(methods), fig, axes
+
+
+def _legend_below(fig: Figure, ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False)  # fmt: skip
+
+
 def _plot_rules(study: Study) -> Figure:
     cfg = study.config
-    profiles = [p.name for p in cfg.profiles]
-    methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    colour = _colours(methods)
-    fig = Figure(figsize=(4.6 * len(profiles), 4.8))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.25, top=0.88, wspace=0.18)
-    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
+    profiles, methods, colour, fig, axes = _profile_panels(study)
     for ax, prof in zip(axes, profiles, strict=True):
         for m in methods:
             T = study.column("T", profile=prof, method=m)
@@ -205,9 +217,7 @@ def _plot_rules(study: Study) -> Figure:
         ax.set_xlabel("rounds T")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("normalised regret  Σₙ Δₙ E γ_T(n) / (T σ*²)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
-               frameon=False)  # fmt: skip
+    _legend_below(fig, axes[0])
     fig.suptitle(f"Selection rules: regret of one T-round estimate ({cfg.realizations} "
                  "realizations, ±2 SE)", fontsize=10)  # fmt: skip
     return fig
@@ -278,12 +288,7 @@ def plot_results(
 
 def _plot_memory(study: Study) -> Figure:
     cfg = study.config
-    profiles = [p.name for p in cfg.profiles]
-    methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    colour = _colours(methods)
-    fig = Figure(figsize=(4.6 * len(profiles), 4.6))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.24, top=0.86, wspace=0.2)
-    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
+    profiles, methods, colour, fig, axes = _profile_panels(study)
     width = 0.8 / len(methods)
     for ax, prof in zip(axes, profiles, strict=True):
         Ts = sorted({r["T"] for r in study.rows if r["profile"] == prof})
@@ -298,9 +303,7 @@ def _plot_memory(study: Study) -> Figure:
         ax.set_title(prof, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylabel("final expected gap ÷ optimal oracle's")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
-               frameon=False)  # fmt: skip
+    _legend_below(fig, axes[0])
     fig.suptitle(f"Memory across iterates: E F(w_{cfg.K + 1}) relative to the optimal oracle "
                  f"(K = {cfg.K}, η = {cfg.eta[0]}, {cfg.realizations} realizations, ±2 SE)",
                  fontsize=10)  # fmt: skip
