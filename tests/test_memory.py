@@ -164,6 +164,27 @@ def test_estimate_stays_unbiased(make):
     assert np.all(np.abs(err.mean(axis=0)) < 4 * err.std(axis=0) / np.sqrt(R))
 
 
+def test_estimator_with_memory_equals_simulator_over_two_iterates():
+    oracle = paper(50)
+    w = np.array([[1.0, -0.5]])
+    T = 30
+    sim_gen, est_gen = np.random.default_rng(4), np.random.default_rng(4)
+    sim = MemoryThompson()
+    est = GradientEstimator(MemoryThompson(), oracle.arms, T, dim=2, rng=est_gen)
+    at = oracle.at(w)
+    for iterate in range(2):
+        res = estimate_gradient(oracle, sim, w, T, sim_gen, engine="numpy",
+                                new_iterate=iterate > 0)  # fmt: skip
+        if iterate > 0:
+            est.next_iterate()
+        while not est.done:
+            n = est.ask()
+            est.tell(at.sample(np.array([n - 1]), est.streams)[0])
+        np.testing.assert_array_equal(est.counts, res.counts[0])
+        np.testing.assert_allclose(est.result(), res.gradient[0], rtol=1e-12)
+    np.testing.assert_allclose(est.selector.sigma2, sim.sigma2, rtol=1e-12)
+
+
 def test_estimator_next_iterate_keeps_memory():
     est = GradientEstimator(MemoryThompson(), 3, T=6, dim=2, rng=0)
     rng = np.random.default_rng(0)

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch adapter needs the 'torch' extra")
 
-from eegrad import GradientEstimator, ProtocolError, default_selector
+from eegrad import GradientEstimator, MemoryThompson, ProtocolError, default_selector
 from eegrad.torch import EEGradOptimizer, assign_flat_grad, flat_grad, num_parameters
 
 
@@ -32,13 +32,14 @@ def test_flat_grad_equals_autograd():
         assign_flat_grad(model, expected[:3])
 
 
-def test_estimator_with_tensors_matches_numpy():
+@pytest.mark.parametrize("make", [default_selector, MemoryThompson])
+def test_estimator_with_tensors_matches_numpy(make):
     """Same gradients as tensors or arrays: same choices, same mean (float64 throughout)."""
     rng = np.random.default_rng(1)
     grads = {n: rng.standard_normal((30, 6)) * n for n in (1, 2, 3)}
     results = []
     for to in (np.asarray, lambda a: torch.tensor(a, dtype=torch.float64)):
-        est = GradientEstimator(default_selector(), 3, T=30, dim=6, rng=2)
+        est = GradientEstimator(make(), 3, T=30, dim=6, rng=2)
         t = 0
         while not est.done:
             n = est.ask()

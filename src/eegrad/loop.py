@@ -30,6 +30,7 @@ from ._random import RealizationStreams, as_generator
 from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
 from .arms import Arms
 from .selectors.base import ProtocolError, Selector
+from .selectors.memory import MemoryRule
 
 __all__ = ["GradientEstimator"]
 
@@ -141,6 +142,9 @@ class GradientEstimator:
         self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
+        #: Rules with memory need every gradient on the host (their statistics are richer than
+        #: the trace the other rules use); the others get one scalar per round.
+        self._full_vectors = isinstance(selector, MemoryRule)
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None
@@ -227,7 +231,12 @@ class GradientEstimator:
                 f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
             )
         self._backend.commit(arm, cnt)
-        self.selector._observe_summary(np.array([arm]), np.array([inc]))
+        if self._full_vectors:
+            # Rules with memory fit per-coordinate statistics and the arms' means on the host.
+            host = g.detach().cpu().numpy() if _is_torch(g) else g
+            self.selector._observe(np.array([arm]), np.asarray(host, dtype=np.float64)[None])
+        else:
+            self.selector._observe_summary(np.array([arm]), np.array([inc]))
         self._pending = None
         self.t += 1
 
