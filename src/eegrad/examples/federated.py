@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..arms import Arms
+from ..config import ConfigError
 from ..costs import LinearAggregation, PowerCost, batch_sizes
 from ..loop import GradientEstimator
 from ..objectives import LogisticRegression
@@ -64,7 +65,11 @@ def load_setup(
     θ_n = ((B − D(n))/n − c_min)/s (:func:`eegrad.Arms.from_costs`); the batch is ⌊θ_n⌋, and
     the arms are the n <= C whose batch is at least 1.
     """
-    from sklearn.datasets import load_breast_cancer
+    try:
+        from sklearn.datasets import load_breast_cancer
+    except ImportError as exc:
+        raise ConfigError("The federated example needs scikit-learn's bundled data: "
+                          "pip install 'eegrad[examples]'") from exc  # fmt: skip
 
     data = load_breast_cancer()
     X, y = data.data, data.target.astype(float)
