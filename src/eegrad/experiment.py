@@ -279,12 +279,11 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         m, se = _mean_se(err)
         study.rows.append(_t1_row(T, "optimal", float("nan"), m, se, star_T, star_T, R))
         tick(R * T)
+        if T < 2 * arms.N:
+            continue  # EE-Grad is defined for T >= 2N only
+        beta, P = _eegrad_constants(sel_cfg, arms, S)
         for c in _c_values(cfg):
             sel = build_selector(sel_cfg, c=c)
-            beta = arms.sigma2.max() if sel_cfg.beta == "oracle" else sel_cfg.beta
-            P = S if sel_cfg.P == "oracle" else sel_cfg.P
-            if T < 2 * arms.N:
-                continue
             res = estimate_gradient(oracle, sel, w, T, _stream(cfg, ti, 1, method_id(f"c={c}")),
                                     engine=cfg.engine)  # fmt: skip
             err = ((res.gradient - grad) ** 2).sum(axis=1) / S
@@ -304,6 +303,13 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         T: float(theory.lai_robbins_regret(build_arms(cfg, T).sigma2, T, len(cfg.w))) for T in cfg.T
     }
     return study
+
+
+def _eegrad_constants(sel: SelectorConfig, arms: Arms, S: Any) -> tuple[Any, Any]:
+    """β and P of EE-Grad as the bounds of Theorems 1 and 2 use them ("oracle": the truth)."""
+    beta = arms.sigma2.max() if sel.beta == "oracle" else sel.beta
+    P = S if sel.P == "oracle" else sel.P
+    return beta, P
 
 
 def _t1_row(T, method, c, m, se, star_T, z, R) -> dict[str, Any]:
@@ -332,8 +338,7 @@ def _theorem2_study(cfg: ExperimentConfig, tick: Progress) -> Study:
     w0 = _initial_iterates(cfg, oracle.d, 0)
     gap0 = obj.gap(w0)
     S = oracle.at(w0).S
-    beta = arms.sigma2.max() if sel_cfg.beta == "oracle" else sel_cfg.beta
-    P = S if sel_cfg.P == "oracle" else sel_cfg.P
+    beta, P = _eegrad_constants(sel_cfg, arms, S)
     m, L = obj.m, obj.L
     weights = gap0 / gap0.sum()
     study.extra.update(sigma2_star=arms.sigma2_star, m=m, L=L, O={})

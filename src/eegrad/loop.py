@@ -174,9 +174,7 @@ class GradientEstimator:
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) of each arm, shape (N,) (NaN for arms pulled fewer than twice)."""
-        st = self.selector.stats
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(st.count[0] >= 2, st.sq_dev[0] / (st.count[0] - 1), np.nan)
+        return self.selector.stats.variance_trace()[0]
 
     @property
     def done(self) -> bool:

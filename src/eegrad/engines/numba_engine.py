@@ -22,7 +22,7 @@ RULES = (EEGrad, Greedy, FixedArm, OptimalArm, RoundRobin, KLLCB, ThompsonVarian
 def unsupported_reason(at: Any, selector: Selector) -> str | None:
     """Why the kernels cannot run this case, or None if they can."""
     if type(at) is not IterateOracle:
-        return f"oracle {type(at.oracle).__name__ if hasattr(at, 'oracle') else at!r}"
+        return f"oracle {type(getattr(at, 'oracle', at)).__name__}"
     noise = at.oracle.noise
     if not (noise.direct and noise.kind == "normal"):
         return f"noise family {noise.name!r} (only Gaussian, drawn directly)"

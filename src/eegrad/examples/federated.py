@@ -27,6 +27,7 @@ import numpy as np
 from ..arms import Arms
 from ..config import ConfigError
 from ..costs import LinearAggregation, PowerCost, batch_sizes
+from ..experiment import method_id
 from ..loop import GradientEstimator
 from ..objectives import LogisticRegression
 from ..results import write_table
@@ -137,7 +138,7 @@ def run_federated(
     rows = []
     for seed in range(seeds):
         for name in names:
-            ss = np.random.SeedSequence(seed, spawn_key=(zlib_id(name),))
+            ss = np.random.SeedSequence(seed, spawn_key=(method_id(name),))
             data_rng, rule_rng = (np.random.default_rng(s) for s in ss.spawn(2))
             w = np.zeros(obj.d)
             selector = _selector(name, setup, w, data_rng)
@@ -152,12 +153,6 @@ def run_federated(
                     est.tell(minibatch_oracle(setup, w, n, data_rng))
                 w = w - eta * est.result()
     return rows
-
-
-def zlib_id(name: str) -> int:
-    import zlib
-
-    return zlib.crc32(name.encode())
 
 
 def _selector(name: str, setup: FederatedSetup, w: np.ndarray, rng) -> Selector:
