@@ -58,7 +58,7 @@ def test_fit_maximises_the_pseudo_likelihood():
     count, mean, Q = evidence()
     sel = MemoryKLLCB()
     sel.init(1, 3, 2)
-    sel._past_count, sel._past_mean, sel._past_sq = count, mean, Q
+    sel._past_count, sel._past_where, sel._past_sq = count, mean, Q
     sel.iterations = 500
     sel._refit_past()
     K, N, d = 3, 3, 2
@@ -205,6 +205,8 @@ def test_estimator_next_iterate_keeps_memory():
         (lambda: MemoryKLLCB(discount=1.5), ValueError, "'discount'"),
         (lambda: MemoryThompson(shape="full"), TypeError, "'shape' parameter of MemoryThompson"),
         (lambda: MemoryKLLCB(c=-1.0), ValueError, "'c' parameter of MemoryKLLCB"),
+        (lambda: MemoryKLLCB(horizon=0), ValueError, "'horizon' parameter of MemoryKLLCB"),
+        (lambda: MemoryThompson(window=0), ValueError, "'window' parameter of MemoryThompson"),
     ],
 )
 def test_bad_parameters(make, exc, match):
@@ -218,7 +220,7 @@ def test_memory_study_runs(tmp_path):
     assert cli(["run", str(f), "--out", str(out), "-R", "40", "-q"]) == 0
     rows = read_table(out / "memory.csv")
     assert {r["method"] for r in rows} == {"eegrad-c1", "kl_lcb", "thompson", "memory_kl_lcb",
-                                           "memory_thompson"}  # fmt: skip
+                                           "memory_kl_lcb-hKT", "memory_thompson"}  # fmt: skip
     assert all(float(r["final_gap_ratio"]) > 0 for r in rows)
     pulls = read_table(out / "memory_pulls.csv")
     assert {int(p["k"]) for p in pulls} == {1, 2, 3, 4, 5}
@@ -229,3 +231,67 @@ def test_optimal_oracle_unchanged_by_memory_protocol():
     w0 = np.random.default_rng(0).standard_normal((10, 2))
     out = run_sgd(oracle, OptimalArm(), w0, 3, 50, 0.85, rng=1)
     assert np.all(out.counts[:, :, 2] == 50)
+
+
+def test_scalar_shape_keeps_no_d_sized_history():
+    """Scalar shape: a past iterate is kept as N×N Gram numbers, whatever d, and the distances
+    ‖x̄_n − μ‖² it gives equal those of the means for any weights (exact)."""
+    count, mean, Q = evidence(K=3, d=40)
+    sel = MemoryKLLCB(shape="scalar")
+    sel.init(1, 3, 40)
+    sq = Q.sum(axis=-1, keepdims=True)
+    s2 = np.array([[0.7, 1.3, 2.0]])
+    centred = mean - mean.mean(axis=2, keepdims=True)  # any common shift leaves distances alone
+    gram = np.einsum("rknd,rkmd->rknm", centred, centred)
+    from_means = sel._terms(count, mean, sq, s2)
+    from_gram = sel._terms(count, gram, sq, s2, gram=True)
+    np.testing.assert_allclose(from_gram[0], from_means[0], rtol=1e-10)
+    np.testing.assert_allclose(from_gram[1], from_means[1], rtol=1e-12)
+    # Through the protocol: the stored history has no d axis.
+    oracle = GaussianOracle(Quadratic(40), Arms([2.0, 1.0, 3.0]))
+    w = np.random.default_rng(1).standard_normal((5, 40))
+    estimate_gradient(oracle, sel, w, 12, rng=2)
+    estimate_gradient(oracle, sel, w, 12, rng=3, new_iterate=True)
+    assert sel._past_where.shape == (5, 1, 3, 3)
+
+
+def test_window_folds_old_iterates():
+    """A window as long as the run changes nothing; a short one bounds the history and keeps
+    the fit close (the folded iterates keep their fitted scales)."""
+    oracle = paper(50)
+    w0 = np.random.default_rng(0).standard_normal((200, 2))
+    full, wide, short = (MemoryKLLCB(window=v) for v in (None, 8, 2))
+    outs = [run_sgd(oracle, sel, w0, 6, 50, 0.85, rng=1) for sel in (full, wide, short)]
+    np.testing.assert_array_equal(outs[0].counts, outs[1].counts)
+    np.testing.assert_allclose(wide.sigma2, full.sigma2, rtol=1e-12)
+    assert short._past_count.shape[1] == 2
+    assert full._past_count.shape[1] == 5
+    # Same decisions up to iterate 3 (nothing folded before its end), close fits after.
+    np.testing.assert_array_equal(outs[2].counts[:, :3], outs[0].counts[:, :3])
+    ratio = np.log(short.sigma2 / full.sigma2)
+    assert np.median(np.abs(ratio)) < 0.05
+
+
+def test_horizon_level_falls_to_greedy_at_the_end():
+    """Told H, the level ln⁺((H − t + 1)/(N p_n)) is 0 at the last round: the index is the
+    fitted σ̂²; past H the rule warns and stays greedy."""
+    sel = MemoryKLLCB(horizon=20)
+    oracle = paper(50)
+    w = np.random.default_rng(0).standard_normal((4, 2))
+    estimate_gradient(oracle, sel, w, 10, rng=1)
+    estimate_gradient(oracle, sel, w, 9, rng=2, new_iterate=True)
+    s2, nu = sel._refit_current()
+    np.testing.assert_array_equal(sel.index(20, s2, nu), s2)
+    early = sel.index(5, s2, nu)  # rounds remain: a lower bound for the arms pulled least
+    rare = np.argmin(sel._past_count.sum(axis=1) + sel.counts, axis=1)
+    assert np.all(early <= s2)
+    assert np.all(early[np.arange(4), rare] < s2[np.arange(4), rare])
+    with pytest.warns(RuntimeWarning, match="horizon=20"):
+        sel.index(21, s2, nu)
+
+
+def test_horizon_rule_in_a_study_and_on_the_command_line(tmp_path):
+    f = preset_copy(tmp_path, "figure1", {"T": "[20]"})
+    out = tmp_path / "f"
+    assert cli(["run", str(f), "--out", str(out), "-R", "20", "-q", "--rule", "MemoryKLLCB"]) == 0
+    assert "memory_kl_lcb" in {r["method"] for r in read_table(out / "figure1.csv")}

@@ -11,11 +11,15 @@ from eegrad import (
     Arms,
     ChiSquareLCB,
     GaussianOracle,
+    MemoryThompson,
     Quadratic,
     ThompsonVariance,
     default_selector,
     estimate_gradient,
 )
+from eegrad.config import SelectorConfig
+from eegrad.experiment import build_selector
+from eegrad.selectors import DEFAULT_RULE
 from eegrad.selectors.rules import kl_lcb_ratio
 
 
@@ -118,9 +122,12 @@ def test_rules_are_consistent(make):
 
 
 def test_default_selector():
+    """The memory study's winner (README, "Selection with memory"): Thompson with memory."""
     sel = default_selector()
-    assert isinstance(sel, ThompsonVariance)
-    assert sel.get_params() == {"dims": "d", "seed": 0}
+    assert isinstance(sel, MemoryThompson)
+    assert sel.get_params() == {"shape": "auto", "discount": 1.0, "window": 64, "seed": 0}
+    assert DEFAULT_RULE == "memory_thompson"
+    assert isinstance(build_selector(SelectorConfig(rule=DEFAULT_RULE)), MemoryThompson)
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,27 @@ def _add_selector_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beta", type=_float_or_oracle, help="beta >= max sigma_n^2, or 'oracle'")
     g.add_argument("--P", dest="P", type=_float_or_oracle, help="P >= S(w), or 'oracle'")
     g.add_argument("--c", type=float, help="Hanson-Wright constant c > 0 (default 1)")
-    g.add_argument("--rule", action="append", metavar="NAME", choices=RULE_NAMES,
+    g.add_argument("--rule", action="append", metavar="NAME", type=_rule_name,
                    help="overlay another selection rule with its defaults (repeatable; "
-                   f"one of {', '.join(RULE_NAMES)}; study 'sgd', e.g. figure1)")  # fmt: skip
+                   f"one of {', '.join(RULE_NAMES)}, or the class's name, e.g. MemoryKLLCB; "
+                   "study 'sgd', e.g. figure1)")  # fmt: skip
+
+
+#: Selector classes by the configuration's rule names (``--rule MemoryKLLCB``).
+_RULE_ALIASES = {"EEGrad": "eegrad", "KLLCB": "kl_lcb", "ChiSquareLCB": "chi2_lcb",
+                 "ThompsonVariance": "thompson", "MemoryKLLCB": "memory_kl_lcb",
+                 "MemoryThompson": "memory_thompson", "Greedy": "greedy",
+                 "RoundRobin": "round_robin", "OptimalArm": "optimal"}  # fmt: skip
+
+
+def _rule_name(value: str) -> str:
+    rule = _RULE_ALIASES.get(value, value)
+    if rule not in RULE_NAMES or rule == "fixed":
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(r for r in RULE_NAMES if r != 'fixed')} "
+            f"or {', '.join(_RULE_ALIASES)}; got {value!r}"
+        )
+    return rule
 
 
 def build_parser() -> argparse.ArgumentParser:

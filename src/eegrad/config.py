@@ -95,6 +95,9 @@ class SelectorConfig:
     n: int | None = None
     dims: float | str = "d"
     discount: float = 1.0
+    #: Rule ``"memory_kl_lcb"`` told the horizon: the run's rounds (an integer), or ``"KT"``
+    #: for the study's K·T at each T. Left out: the anytime rule.
+    horizon: int | str | None = None
     label: str | None = None
 
 
@@ -275,6 +278,11 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
     for key, sel in [("selector", cfg.selector)] + [("rules", r) for r in cfg.rules]:
         if sel.rule == "fixed":
             need(sel.n is not None, f"{key}.n", "given for rule 'fixed'", None)
+        if sel.horizon is not None:
+            need(sel.rule == "memory_kl_lcb", f"{key}.horizon",
+                 "left out unless rule = 'memory_kl_lcb'", sel.horizon)  # fmt: skip
+            need(sel.horizon == "KT" or (isinstance(sel.horizon, int) and sel.horizon >= 1),
+                 f"{key}.horizon", "'KT' or an integer >= 1", sel.horizon)  # fmt: skip
     if cfg.study in ("rules", "memory"):
         need(len(cfg.profiles) >= 1, "profiles", "at least one [[profiles]] table", [])
         for p in cfg.profiles:

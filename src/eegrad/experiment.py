@@ -21,6 +21,7 @@ from . import theory
 from .arms import Arms
 from .config import ConfigError, ExperimentConfig, SelectorConfig
 from .costs import LinearAggregation, LogAggregation, PowerAggregation, PowerCost
+from .estimators import control_variate_mean, quadratic_final_gaps
 from .objectives import Objective, Quadratic, QuadraticForm
 from .oracle import MiniBatchOracle
 from .rounds import estimate_gradient
@@ -56,7 +57,8 @@ SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
 RULES_COLUMNS = ("profile", "T", "method", "regret", "regret_se", "lai_robbins", "lock_in",
                  "realizations")  # fmt: skip
 PULLS_COLUMNS = ("profile", "T", "method", "n", "pulls_mean")
-MEMORY_COLUMNS = ("profile", "T", "method", "final_gap_ratio", "final_gap_ratio_se", "lock_in",
+MEMORY_COLUMNS = ("profile", "T", "method", "final_gap_ratio", "final_gap_ratio_se",
+                  "final_gap_ratio_direct", "final_gap_ratio_direct_se", "lock_in",
                   "realizations")  # fmt: skip
 MEMORY_PULLS_COLUMNS = ("profile", "T", "method", "k", "n", "pulls_mean")
 THEOREM1_COLUMNS = (
@@ -137,8 +139,11 @@ def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
     return MiniBatchOracle(build_objective(cfg), build_arms(cfg, T), noise=cfg.noise)
 
 
-def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
-    """The selector a configuration names (``c`` overrides the configured c)."""
+def build_selector(
+    sel: SelectorConfig, c: float | None = None, rounds: int | None = None
+) -> Selector:
+    """The selector a configuration names (``c`` overrides the configured c; ``rounds``, the
+    run's total rounds, resolves ``horizon = "KT"``)."""
     c = sel.c if c is None else c
     if sel.rule == "eegrad":
         return EEGrad(alpha=2.5 if sel.alpha is None else sel.alpha, beta=sel.beta, P=sel.P,
@@ -150,7 +155,11 @@ def build_selector(sel: SelectorConfig, c: float | None = None) -> Selector:
     if sel.rule == "thompson":
         return ThompsonVariance(dims=sel.dims)
     if sel.rule == "memory_kl_lcb":
-        return MemoryKLLCB(c=0.0 if c is None else c, discount=sel.discount)
+        horizon = rounds if sel.horizon == "KT" else sel.horizon
+        if sel.horizon == "KT" and rounds is None:
+            raise ConfigError("Key 'horizon' = 'KT' needs a study that runs K iterates of T "
+                              "rounds ('sgd' or 'memory').")  # fmt: skip
+        return MemoryKLLCB(c=0.0 if c is None else c, discount=sel.discount, horizon=horizon)
     if sel.rule == "memory_thompson":
         return MemoryThompson(discount=sel.discount)
     if sel.rule == "greedy":
@@ -171,12 +180,15 @@ def rule_name(sel: SelectorConfig) -> str:
         return f"mbo{sel.n}"
     if sel.rule == "eegrad" and sel.c not in (None, 1.0):
         return f"eegrad-c{sel.c:g}"
+    if sel.horizon is not None:
+        return f"{sel.rule}-h{sel.horizon}"
     return sel.rule
 
 
-def _methods(cfg: ExperimentConfig, arms: Arms) -> list[tuple[str, Selector]]:
-    methods = [(rule_name(cfg.selector), build_selector(cfg.selector))]
-    methods += [(rule_name(r), build_selector(r)) for r in cfg.rules]
+def _methods(cfg: ExperimentConfig, arms: Arms, T: int) -> list[tuple[str, Selector]]:
+    rounds = cfg.K * T
+    methods = [(rule_name(cfg.selector), build_selector(cfg.selector, rounds=rounds))]
+    methods += [(rule_name(r), build_selector(r, rounds=rounds)) for r in cfg.rules]
     if cfg.baselines:
         names = {m for m, _ in methods}
         methods += [(f"mbo{n}", FixedArm(n)) for n in arms.n if f"mbo{n}" not in names]
@@ -207,7 +219,7 @@ def study_work(cfg: ExperimentConfig) -> int:
     if cfg.study == "rules":
         return R * max(cfg.T) * len(cfg.profiles) * len(_rules_list(cfg))
     if cfg.study == "memory":
-        return R * cfg.K * sum(cfg.T) * len(cfg.profiles) * (len(_rules_list(cfg)) + 1)
+        return R * cfg.K * sum(cfg.T) * len(cfg.profiles) * len(_rules_list(cfg))
     if cfg.study == "theorem1":
         return sum(R * T * (len(_c_values(cfg)) + 1) for T in cfg.T)
     return R * cfg.T[0] * len(cfg.eta) * (len(_c_values(cfg)) + 1)
@@ -235,7 +247,7 @@ def _sgd_study(cfg: ExperimentConfig, tick: Progress) -> Study:
         oracle = build_oracle(cfg, T)
         study.extra["arms"][T] = oracle.arms
         w0 = _initial_iterates(cfg, oracle.d, ti, 0)
-        for name, selector in _methods(cfg, oracle.arms):
+        for name, selector in _methods(cfg, oracle.arms, T):
             out = run_sgd(
                 oracle,
                 selector,
@@ -430,53 +442,55 @@ def _memory_study(cfg: ExperimentConfig, tick: Progress) -> Study:
     (σ² given at T = arms.reference_T and scaled by T / reference_T), with memory across
     iterates or without.
 
-    Heavy tails: the final gap F(w_{K+1}) of one run is a product of K random factors. The
-    estimate uses the exact conditional expectation of the last step on F = ½‖w‖² with
-    M(w) = diag(w²): E[F(w_{K+1}) | w_K] = F(w_K)((1 − η)² + η² E[Σ_n γ_{K,n} σ_n² | w_K]/T²),
-    and replaces the expectation by the run's own counts (unbiased, eq. gammaDelta). All
-    methods share the initial iterates and the noise streams (common random numbers), and the
-    standard error of the ratio is that of the paired realizations (delta method).
+    Heavy tails: the final gap F(w_{K+1}) of one run is a product of K random factors times
+    F(w_1). The estimate (:mod:`eegrad.estimators`) takes the last step in expectation,
+    E[F(w_{K+1}) | w_K, γ_K] = F(w_K)((1 − η)² + η² Σ_n γ_{K,n} σ_n² / T²), and uses as control
+    variate the same run replayed with the optimal oracle, whose mean is the closed form
+    E F(w_1) ρ*^K (:func:`eegrad.theory.fixed_oracle_gaps`); its standard error is a
+    delete-a-group jackknife. The direct estimate (the mean of the last-step expectations) is
+    reported beside it. All methods share the initial iterates and the noise streams.
     """
     if cfg.objective.kind != "quadratic":
         raise ConfigError("Study 'memory' needs objective.kind = 'quadratic' (its closed form).")
+    if cfg.noise != "gaussian":
+        raise ConfigError("Study 'memory' needs noise = 'gaussian' (its control variate is exact "
+                          f"for Gaussian noise); got {cfg.noise!r}.")  # fmt: skip
+    if cfg.realizations < 4:
+        raise ConfigError("Study 'memory' needs realizations >= 4 (its jackknife standard "
+                          f"error); got {cfg.realizations}.")  # fmt: skip
     study = Study(cfg, MEMORY_COLUMNS)
     pulls: list[dict[str, Any]] = []
     study.tables[f"{cfg.name}_pulls"] = (pulls, MEMORY_PULLS_COLUMNS)
     R, K, eta = cfg.realizations, cfg.K, cfg.eta[0]
     objective = build_objective(cfg)
     ref = cfg.arms.reference_T
+    mean_f1 = 0.5 * objective.d * cfg.init_scale**2  # E F(w_1), w_1 ~ N(0, init_scale² I)
     for pi, prof in enumerate(cfg.profiles):
         for ti, T in enumerate(cfg.T):
             arms = Arms(np.asarray(prof.sigma2) * T / ref)
             oracle = MiniBatchOracle(objective, arms, noise=cfg.noise)
             w0 = _initial_iterates(cfg, objective.d, pi, ti, 0)
-            methods = [("optimal", OptimalArm())]
-            methods += [(rule_name(r), build_selector(r)) for r in _rules_list(cfg)]
-            estimates = {}
-            for name, sel in methods:
-                out = run_sgd(oracle, sel, w0, K, T, eta, rng=_stream(cfg, pi, ti, 1),
-                              engine=cfg.engine)  # fmt: skip
+            star = float(arms.sigma2[arms.n_star - 1])
+            optimal = float(theory.fixed_oracle_gaps(mean_f1, eta, star, T, K)[-1])
+            for r in _rules_list(cfg):
+                name = rule_name(r)
+                out = run_sgd(oracle, build_selector(r, rounds=K * T), w0, K, T, eta,
+                              rng=_stream(cfg, pi, ti, 1), engine=cfg.engine)  # fmt: skip
+                X, Y = quadratic_final_gaps(out.w, out.counts, arms.sigma2, T, eta, star)
+                est, se, _ = control_variate_mean(X, Y, optimal, groups=min(20, R // 2))
                 last = out.counts[:, -1]
-                factor = (1 - eta) ** 2 + eta**2 * (last @ arms.sigma2) / T**2
-                estimates[name] = out.gaps[:, -2] * factor
-                if name != "optimal":
-                    lock = float(np.mean(last[:, arms.n_star - 1] < T / 2))
-                    mean_pulls = out.counts.mean(axis=0)  # (K, N)
-                    for k in range(K):
-                        for n in arms.n:
-                            pulls.append({"profile": prof.name, "T": T, "method": name,
-                                          "k": k + 1, "n": int(n),
-                                          "pulls_mean": float(mean_pulls[k, n - 1])})  # fmt: skip
-                    estimates[name + "#lock"] = lock
-                tick(R * K * T)
-            base = estimates["optimal"]
-            for name, _ in methods[1:]:
-                Y = estimates[name]
-                ratio = float(Y.mean() / base.mean())
-                se = float((Y - ratio * base).std(ddof=1) / (np.sqrt(R) * base.mean()))
+                mean_pulls = out.counts.mean(axis=0)  # (K, N)
+                for k in range(K):
+                    for n in arms.n:
+                        pulls.append({"profile": prof.name, "T": T, "method": name, "k": k + 1,
+                                      "n": int(n), "pulls_mean": float(mean_pulls[k, n - 1])})  # fmt: skip
                 study.rows.append(
-                    {"profile": prof.name, "T": T, "method": name, "final_gap_ratio": ratio,
-                     "final_gap_ratio_se": se, "lock_in": estimates[name + "#lock"],
+                    {"profile": prof.name, "T": T, "method": name,
+                     "final_gap_ratio": est / optimal, "final_gap_ratio_se": se / optimal,
+                     "final_gap_ratio_direct": float(X.mean() / optimal),
+                     "final_gap_ratio_direct_se": float(X.std(ddof=1) / np.sqrt(R) / optimal),
+                     "lock_in": float(np.mean(last[:, arms.n_star - 1] < T / 2)),
                      "realizations": R}
                 )  # fmt: skip
+                tick(R * K * T)
     return study

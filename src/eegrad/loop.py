@@ -11,7 +11,9 @@ and tells it back; after T rounds the estimate is the plain mean of the T gradie
             n = est.ask()                       # a mini-batch size 1..N
             est.tell(minibatch_gradient(w, n))  # your gradient code
         w -= eta * est.result()
-        est.reset()
+        est.next_iterate()                      # keeps the evidence of rules with memory
+
+``reset()`` instead forgets everything: for a new run, or where the arms' σ_n² changed.
 
 Statistics stay in the gradient's backend: for a PyTorch tensor the arm means are tensors on the
 tensor's device (in its dtype, or in ``accumulate_dtype`` if given),
@@ -190,8 +192,8 @@ class GradientEstimator:
             )
         if self.done:
             raise ProtocolError(
-                f"all T = {self.T} rounds are told: call result(), then reset() for the next "
-                "iterate"
+                f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
+                "next iterate"
             )
         arm = int(self.selector.ask(self.t + 1)[0])
         self._pending = arm

@@ -27,6 +27,9 @@ def _label(method: str) -> str:
         return f"MBO({method[3:]})"
     if method.startswith("eegrad-c"):
         return f"EE-Grad, c = {method[8:]}"
+    if method.startswith("memory_kl_lcb-h"):
+        told = method[len("memory_kl_lcb-h") :]
+        return f"kl-LCB with memory, told {'K·T' if told == 'KT' else told}"
     return {"eegrad": "EE-Grad", "optimal": "optimal oracle", "greedy": "greedy",
             "round_robin": "round-robin", "kl_lcb": "kl-LCB", "chi2_lcb": "χ²-LCB",
             "thompson": "Thompson (variance)", "memory_kl_lcb": "kl-LCB with memory",

@@ -262,6 +262,9 @@ def run_sweep(
     cells = sweep.cells()
     sizes = sweep.chunks()
     _check_manifest(out, sweep)
+    # A process killed while writing leaves a hidden temporary file: never read, removed here.
+    for stale in (out / "tasks").glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
     todo = []
     for ci, (_, cfg) in enumerate(cells):
         for ki, size in enumerate(sizes):

@@ -127,7 +127,8 @@ class EEGradOptimizer:
         tensor) or its flat gradient — then the optimizer's step on the mean gradient, which
         is returned."""
         est = self.estimator
-        est.reset()
+        if est.t > 0:  # a step has run: the next iterate of the same run (memory kept)
+            est.next_iterate()
         while not est.done:
             n = est.ask()
             out = oracle(n)

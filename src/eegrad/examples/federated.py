@@ -147,7 +147,8 @@ def run_federated(
                 rows.append(_row(setup, name, seed, k, k * T * setup.budget, w, f_star))
                 if k == K:
                     break
-                est.reset()
+                if k > 0:
+                    est.next_iterate()
                 while not est.done:
                     n = est.ask()
                     est.tell(minibatch_oracle(setup, w, n, data_rng))

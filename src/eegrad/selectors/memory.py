@@ -36,6 +36,14 @@ iterates' terms cached), which is exact block-coordinate ascent, one sweep per r
 M_k = m_k·I: coordinates are pooled (the trace statistics), one scale per iterate — what a rule
 must do when one iterate's pulls cannot estimate d scales.
 
+**Memory and time.** Per past iterate a rule keeps its counts and squared deviations and,
+for the diagonal shape, the arms' means (d <= 16 numbers each); for the scalar shape, instead
+of the means, their Gram matrix about the iterate's pooled mean — N² numbers whatever d, from
+which ‖x̄_{k,n} − μ_k‖² follows exactly for any weights. The ``window`` most recent iterates
+(default 64) are refitted at every iterate's end; older ones are folded into fixed per-arm totals
+with their scales m_k at the fit of that moment, so that a long training run costs O(window)
+memory and time per iterate, not O(K).
+
 **Changing costs.** ``discount`` < 1 weights the evidence of iterate k by discount^(K − k), so an
 arm whose σ² changed is forgotten at that rate.
 
@@ -46,6 +54,7 @@ round, and the rounds t in ln t count across iterates.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -64,7 +73,13 @@ _SCALAR_ABOVE = 16
 class MemoryRule(Selector):
     """Shared machinery of the rules with memory (see the module's notes)."""
 
-    def __init__(self, shape: str = "auto", discount: float = 1.0, iterations: int = 25):
+    def __init__(
+        self,
+        shape: str = "auto",
+        discount: float = 1.0,
+        iterations: int = 25,
+        window: int | None = 64,
+    ):
         super().__init__()
         owner = type(self).__name__
         if shape not in ("auto", "diagonal", "scalar"):
@@ -75,9 +90,10 @@ class MemoryRule(Selector):
         self.shape = shape
         self.discount = check_real(discount, "discount", owner, gt=0, le=1)
         self.iterations = check_integer(iterations, "iterations", owner, ge=1)
+        self.window = None if window is None else check_integer(window, "window", owner, ge=1)
 
     def get_params(self) -> dict[str, Any]:
-        return {"shape": self.shape, "discount": self.discount}
+        return {"shape": self.shape, "discount": self.discount, "window": self.window}
 
     def min_rounds(self, N: int) -> int:
         return 2 * N
@@ -91,10 +107,16 @@ class MemoryRule(Selector):
         self.iterate = 0
         self.rounds_before = 0  # rounds of the past iterates
         self.sigma2 = np.ones((R, N))  # fitted σ_n², up to a common factor
-        # Past iterates' evidence, weighted by discount^(age): count, mean, squared deviations.
+        # Past iterates' evidence, weighted by discount^(age): the count, the squared deviations
+        # and where the arms' means lie — the means themselves (diagonal shape, d <= 16 numbers
+        # each) or, for the scalar shape, their Gram matrix about the iterate's pooled mean
+        # (N² numbers, whatever d), which is all that ‖x̄_n − μ‖² needs.
         self._past_count = np.zeros((R, 0, N))
-        self._past_mean = np.zeros((R, 0, N, d))
         self._past_sq = np.zeros((R, 0, N, 1 if self.scalar else d))
+        self._past_where = np.zeros((R, 0, N, N) if self.scalar else (R, 0, N, d))
+        # Iterates older than the window: their terms at the scales m_k of their last fit.
+        self._frozen_num = np.zeros((R, N))
+        self._frozen_dof = np.zeros((R, N))
         self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
         self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
 
@@ -103,12 +125,22 @@ class MemoryRule(Selector):
             super().next_iterate(truth, streams)  # raises the protocol error
         R, N, d = self._shape
         w = self.discount
-        cur_sq = self.stats.sq_dev[..., None] if self.scalar else self.stats.sq_coord
+        st = self.stats
+        if self.scalar:
+            count = st.count.astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                centre = np.einsum("rn,rnd->rd", count, st.mean) / count.sum(axis=1)[:, None]
+            centred = st.mean - np.nan_to_num(centre)[:, None, :]
+            where, cur_sq = np.einsum("rnd,rmd->rnm", centred, centred), st.sq_dev[..., None]
+        else:
+            where, cur_sq = st.mean, st.sq_coord
         self._past_count = np.concatenate(
-            [self._past_count * w, self.stats.count[:, None].astype(float)], axis=1
+            [self._past_count * w, st.count[:, None].astype(float)], axis=1
         )
-        self._past_mean = np.concatenate([self._past_mean, self.stats.mean[:, None]], axis=1)
+        self._past_where = np.concatenate([self._past_where, where[:, None]], axis=1)
         self._past_sq = np.concatenate([self._past_sq * w, cur_sq[:, None]], axis=1)
+        self._frozen_num *= w
+        self._frozen_dof *= w
         self.rounds_before += self.t
         self.iterate += 1
         self.truth, self.streams = truth, streams
@@ -119,18 +151,26 @@ class MemoryRule(Selector):
         self._refit_past()
 
     # -- the fit ---------------------------------------------------------------------------------
-    def _terms(self, count, mean, sq, s2):
+    def _terms(self, count, where, sq, s2, gram=False):
         """Per iterate: S/m summed over coordinates and ν, shapes (R, K, N); for arrays with a
-        K axis: count (R, K, N), mean (R, K, N, d), sq (R, K, N, d or 1), s2 (R, N)."""
-        d = mean.shape[-1]
+        K axis: count (R, K, N), sq (R, K, N, d or 1), s2 (R, N), and ``where`` the arms'
+        means (R, K, N, d) or, with ``gram`` (scalar shape), their Gram matrices (R, K, N, N)."""
+        d = self._shape[2]
         prec = count / s2[:, None, :]
         total = prec.sum(axis=2)  # (R, K)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mu = np.einsum("rkn,rknd->rkd", prec, mean) / total[..., None]
-        mu = np.where(total[..., None] > 0, mu, 0.0)
-        dev2 = count[..., None] * (mean - mu[:, :, None, :]) ** 2  # (R, K, N, d)
-        if self.scalar:
-            dev2 = dev2.sum(axis=-1, keepdims=True)
+            weight = np.where(total[..., None] > 0, prec / total[..., None], 0.0)  # (R, K, N)
+        if gram:
+            # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p.
+            gw = np.einsum("rknm,rkm->rkn", where, weight)
+            dist = np.einsum("rknn->rkn", where) - 2.0 * gw + np.einsum("rkn,rkn->rk", weight,
+                                                                         gw)[..., None]  # fmt: skip
+            dev2 = (count * np.maximum(dist, 0.0))[..., None]  # (R, K, N, 1)
+        else:
+            mu = np.einsum("rkn,rknd->rkd", weight, where)
+            dev2 = count[..., None] * (where - mu[:, :, None, :]) ** 2  # (R, K, N, d)
+            if self.scalar:
+                dev2 = dev2.sum(axis=-1, keepdims=True)
         S = sq + dev2  # (R, K, N, d or 1)
         gamma = count.sum(axis=2)  # Γ_k, (R, K)
         per_coord = d if self.scalar else 1  # dof per pull of one "coordinate" of S
@@ -150,12 +190,27 @@ class MemoryRule(Selector):
         s2 = np.maximum(s2, 1e-300)
         self.sigma2 = s2 / np.exp(np.log(s2).mean(axis=1, keepdims=True))
 
+    def _past_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._terms(self._past_count, self._past_where, self._past_sq, self.sigma2,
+                           gram=self.scalar)  # fmt: skip
+
     def _refit_past(self) -> None:
         for _ in range(self.iterations):
-            num, nu = self._terms(self._past_count, self._past_mean, self._past_sq, self.sigma2)
-            self._update_sigma2(num.sum(axis=1), nu.sum(axis=1))
-        num, nu = self._terms(self._past_count, self._past_mean, self._past_sq, self.sigma2)
-        self._cache_num, self._cache_dof = num.sum(axis=1), nu.sum(axis=1)
+            num, nu = self._past_terms()
+            self._update_sigma2(self._frozen_num + num.sum(axis=1),
+                                self._frozen_dof + nu.sum(axis=1))  # fmt: skip
+        num, nu = self._past_terms()
+        if self.window is not None and num.shape[1] > self.window:
+            # Fold the oldest iterates into fixed totals: their scales m_k stay at this fit.
+            old = num.shape[1] - self.window
+            self._frozen_num += num[:, :old].sum(axis=1)
+            self._frozen_dof += nu[:, :old].sum(axis=1)
+            num, nu = num[:, old:], nu[:, old:]
+            self._past_count = self._past_count[:, old:]
+            self._past_where = self._past_where[:, old:]
+            self._past_sq = self._past_sq[:, old:]
+        self._cache_num = self._frozen_num + num.sum(axis=1)
+        self._cache_dof = self._frozen_dof + nu.sum(axis=1)
 
     def _refit_current(self) -> tuple[np.ndarray, np.ndarray]:
         """One block sweep with the current iterate; returns (σ², ν) per arm."""
@@ -187,28 +242,69 @@ class MemoryKLLCB(MemoryRule):
 
     with σ̂² the maximum-likelihood fit of the module's model and t counting rounds across
     iterates. Approximation: the iterates' scales m_k are plugged in at their estimates.
-    The rule is not told K (anytime). Reference: kl-UCB (Garivier & Cappé, 2011) for a scale.
+    Reference: kl-UCB (Garivier & Cappé, 2011) for a scale.
+
+    By default the rule is not told K (anytime). **Told the horizon** H (``horizon``; the
+    rounds of the whole run, K·T in the paper's setting) it replaces ln t + c ln ln t by the
+    remaining rounds per arm,
+
+    .. math:: \ln^+\frac{H - t + 1}{N\,p_n},
+
+    p_n the arm's pulls so far over all iterates (discounted like the evidence): exploration
+    pays only while rounds remain to use what it finds — the finite-horizon form of
+    MOSS / kl-UCB++ (Audibert & Bubeck, 2009; Ménard & Garivier, 2017), with the rounds left in
+    place of the whole horizon. The level reaches 0 at the last round, where the index is the
+    fitted σ̂²; past H it stays 0 (greedy), so ``horizon`` must not be set below the run's
+    length, and a :class:`RuntimeWarning` says when it was.
 
     Parameters
     ----------
     c : float
-        Weight of the ln ln t term, >= 0.
+        Weight of the ln ln t term, >= 0 (anytime form only).
     shape : "auto", "diagonal" or "scalar"
         The model of M(w_k) ("auto": diagonal for d <= 16, scalar above).
     discount : float
         Weight per iterate of age of past evidence, in (0, 1] (1: keep everything).
+    horizon : int or None
+        The run's total rounds H, >= 1, or None for the anytime rule.
+    window : int or None
+        Past iterates refitted exactly (see the module's notes); None: all.
     """
 
-    def __init__(self, c: float = 0.0, shape: str = "auto", discount: float = 1.0):
-        super().__init__(shape, discount)
+    def __init__(
+        self,
+        c: float = 0.0,
+        shape: str = "auto",
+        discount: float = 1.0,
+        horizon: int | None = None,
+        window: int | None = 64,
+    ):
+        super().__init__(shape, discount, window=window)
         self.c = check_real(c, "c", "MemoryKLLCB", ge=0)
+        self.horizon = None if horizon is None else check_integer(horizon, "horizon",
+                                                                  "MemoryKLLCB", ge=1)  # fmt: skip
 
     def get_params(self) -> dict[str, Any]:
-        return {"c": self.c, **super().get_params()}
+        return {"c": self.c, **super().get_params(), "horizon": self.horizon}
+
+    def _level(self, t: int) -> float | np.ndarray:
+        if self.horizon is None:
+            lt = math.log(t)
+            return lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+        if t > self.horizon and not self._warned:
+            self._warned = True
+            warnings.warn(f"MemoryKLLCB was told horizon={self.horizon} rounds and is at round "
+                          f"{t}: it chooses greedily from now on.", RuntimeWarning, stacklevel=4)  # fmt: skip
+        N = self._shape[1]
+        pulls = np.maximum(self._past_count.sum(axis=1) + self.stats.count, 1.0)
+        return np.log(np.maximum(max(self.horizon - t + 1, 0) / (N * pulls), 1.0))
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth, streams)
+        self._warned = False
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
-        lt = math.log(t)
-        level = lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+        level = self._level(t)
         with np.errstate(divide="ignore"):
             x = kl_lcb_ratio(np.where(nu > 0, 2.0 * level / nu, np.inf))
         return np.where(nu > 0, sigma2 / x, -np.inf)
@@ -226,14 +322,16 @@ class MemoryThompson(MemoryRule):
 
     Parameters
     ----------
-    shape, discount
+    shape, discount, window
         As :class:`MemoryKLLCB`.
     seed : int
         Seed for use without the simulator's streams.
     """
 
-    def __init__(self, shape: str = "auto", discount: float = 1.0, seed: int = 0):
-        super().__init__(shape, discount)
+    def __init__(
+        self, shape: str = "auto", discount: float = 1.0, seed: int = 0, window: int | None = 64
+    ):
+        super().__init__(shape, discount, window=window)
         self.seed = check_integer(seed, "seed", "MemoryThompson", ge=0)
         self._own_rng = np.random.default_rng(self.seed)
 
