@@ -295,3 +295,35 @@ def test_horizon_rule_in_a_study_and_on_the_command_line(tmp_path):
     out = tmp_path / "f"
     assert cli(["run", str(f), "--out", str(out), "-R", "20", "-q", "--rule", "MemoryKLLCB"]) == 0
     assert "memory_kl_lcb" in {r["method"] for r in read_table(out / "figure1.csv")}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_estimator_scalar_shape_sends_gram_rows_and_matches_the_simulator(backend):
+    """d = 40: the user loop keeps the arm means in the gradients' backend and sends the rule N
+    Gram numbers per round; its choices, estimates and fit equal the simulator's, which works
+    from the means themselves (equal up to rounding)."""
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+    d, T = 40, 24
+    oracle = GaussianOracle(Quadratic(d), Arms([3.0, 1.0, 2.0]))
+    w = np.random.default_rng(0).standard_normal((1, d)) + 5.0  # means far from 0
+    sim_gen, est_gen = np.random.default_rng(4), np.random.default_rng(4)
+    sim = MemoryThompson()
+    est = GradientEstimator(MemoryThompson(), oracle.arms, T, dim=d, rng=est_gen)
+    assert est._mode == "gram"
+    at = oracle.at(w)
+    for iterate in range(3):
+        res = estimate_gradient(oracle, sim, w, T, sim_gen, engine="numpy",
+                                new_iterate=iterate > 0)  # fmt: skip
+        if iterate > 0:
+            est.next_iterate()
+        while not est.done:
+            n = est.ask()
+            g = at.sample(np.array([n - 1]), est.streams)[0]
+            est.tell(torch.as_tensor(g) if backend == "torch" else g)
+        np.testing.assert_array_equal(est.counts, res.counts[0])
+        out = est.result()
+        out = out.numpy() if backend == "torch" else out
+        np.testing.assert_allclose(out, res.gradient[0], rtol=1e-10)
+    np.testing.assert_allclose(est.selector.sigma2, sim.sigma2, rtol=1e-8)
+    assert est.selector._past_where.shape == (1, 2, 3, 3)

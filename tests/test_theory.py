@@ -64,3 +64,16 @@ def test_fixed_oracle_gaps_shape():
     g = theory.fixed_oracle_gaps(np.array([1.0, 2.0]), 0.85, 16.7, 50, 5)
     assert g.shape == (2, 6)
     np.testing.assert_allclose(g[1], 2.0 * theory.fixed_oracle_rate(0.85, 16.7, 50) ** np.arange(6))
+
+
+def test_misranking_floor_against_simulation():
+    """P(F_{ν,ν} > r) against direct chi-square draws (1e5 draws: SE ≤ 0.0016, 4 SE allowed)."""
+    rng = np.random.default_rng(0)
+    nu = 250 * 2 / 2
+    draws = rng.chisquare(nu, (100_000, 2))
+    # Misranked: the best arm's (σ² = 19) sample variance above the runner-up's (σ² = 20).
+    simulated = np.mean(19.0 * draws[:, 0] > 20.0 * draws[:, 1])
+    floor = theory.misranking_floor([20.0, 19.0, 30.0], rounds=250, d=2)
+    np.testing.assert_allclose(floor, simulated, atol=4 * 0.0016)
+    assert theory.misranking_floor([5.0], 10, 2) == 0.0
+    assert theory.misranking_floor([1.0, 3.0], 3000, 2) < 1e-12

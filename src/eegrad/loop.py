@@ -19,6 +19,8 @@ Statistics stay in the gradient's backend: for a PyTorch tensor the arm means ar
 tensor's device (in its dtype, or in ``accumulate_dtype`` if given),
 and each round moves one scalar to the host: the pulled arm's squared deviation, which the rule
 needs to choose the next arm (and which is NaN or Inf exactly when the gradient is not finite).
+Rules with memory need a little more: for d > 16 (their scalar shape) also the pulled arm's row
+of the Gram matrix of the arm means, N numbers; for d <= 16 the gradient itself.
 """
 
 from __future__ import annotations
@@ -43,34 +45,52 @@ def _is_torch(x: Any) -> bool:
 
 class _NumpyBackend:
     """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
-    allocation. The estimate Σ_t G_t = Σ_n γ_n m_n is formed once, in result()."""
+    allocation. The estimate Σ_t G_t = Σ_n γ_n m_n is formed once, in result().
 
-    def __init__(self, N: int, d: int, dtype: Any):
+    With ``centred`` the means are kept relative to the first gradient of the estimate, r, so
+    that the Gram matrix of the means (rows from :meth:`gram_row`) carries their differences
+    without cancellation; the estimate is then r + Σ_n γ_n (m_n − r)/T."""
+
+    def __init__(self, N: int, d: int, dtype: Any, centred: bool = False):
         self.dtype = np.dtype(np.float64 if dtype is None else dtype)
         self.mean = np.zeros((N, d), dtype=self.dtype)
         self.delta = np.empty(d, dtype=self.dtype)
+        self.centred = centred
+        self.ref: Any = None
 
     def convert(self, g: Any) -> np.ndarray:
         return np.asarray(g, dtype=self.dtype)
 
     def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
         """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
-        np.subtract(g, self.mean[arm], out=self.delta)
+        if self.ref is None:
+            np.subtract(g, self.mean[arm], out=self.delta)
+        else:
+            np.subtract(g, self.ref, out=self.delta)
+            self.delta -= self.mean[arm]
         return float(np.dot(self.delta, self.delta)) * ((cnt - 1) / cnt)
 
     def commit(self, arm: int, cnt: int) -> None:
         """m ← m + δ/γ, in place."""
+        if self.centred and self.ref is None:  # the first gradient (δ = G) becomes r
+            self.ref = self.delta.copy()
+            self.delta.fill(0.0)
         np.divide(self.delta, cnt, out=self.delta)
         self.mean[arm] += self.delta
 
+    def gram_row(self, arm: int) -> np.ndarray:
+        """⟨m_n − r, m_arm − r⟩ for every n, shape (N,)."""
+        return np.asarray(self.mean @ self.mean[arm], dtype=np.float64)
+
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
-        return counts.astype(self.dtype) @ self.mean / T
+        out = counts.astype(self.dtype) @ self.mean / T
+        return out if self.ref is None else out + self.ref
 
 
 class _TorchBackend:
     """Statistics as tensors on the gradients' device; one scalar reaches the host per round."""
 
-    def __init__(self, N: int, d: int, like: Any, dtype: Any):
+    def __init__(self, N: int, d: int, like: Any, dtype: Any, centred: bool = False):
         import torch
 
         self.torch = torch
@@ -78,20 +98,35 @@ class _TorchBackend:
         self.out_dtype = like.dtype
         self.mean = torch.zeros((N, d), dtype=self.dtype, device=like.device)
         self.delta = torch.empty(d, dtype=self.dtype, device=like.device)
+        self.centred = centred
+        self.ref: Any = None
 
     def convert(self, g: Any) -> Any:
         return g.detach().reshape(-1).to(device=self.mean.device, dtype=self.dtype)
 
     def increment(self, arm: int, g: Any, cnt: int) -> float:
-        self.torch.sub(g, self.mean[arm], out=self.delta)
+        if self.ref is None:
+            self.torch.sub(g, self.mean[arm], out=self.delta)
+        else:
+            self.torch.sub(g, self.ref, out=self.delta)
+            self.delta.sub_(self.mean[arm])
         return float(self.torch.dot(self.delta, self.delta).item()) * ((cnt - 1) / cnt)
 
     def commit(self, arm: int, cnt: int) -> None:
+        if self.centred and self.ref is None:
+            self.ref = self.delta.clone()
+            self.delta.zero_()
         self.mean[arm].add_(self.delta, alpha=1.0 / cnt)
+
+    def gram_row(self, arm: int) -> np.ndarray:
+        """N numbers to the host: ⟨m_n − r, m_arm − r⟩."""
+        row = self.mean @ self.mean[arm]
+        return row.detach().cpu().to(self.torch.float64).numpy()
 
     def result(self, counts: np.ndarray, T: int) -> Any:
         weights = self.torch.as_tensor(counts, dtype=self.dtype, device=self.mean.device)
-        return (weights @ self.mean / T).to(self.out_dtype)
+        out = weights @ self.mean / T
+        return (out if self.ref is None else out + self.ref).to(self.out_dtype)
 
 
 class GradientEstimator:
@@ -144,9 +179,6 @@ class GradientEstimator:
         self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
-        #: Rules with memory need every gradient on the host (their statistics are richer than
-        #: the trace the other rules use); the others get one scalar per round.
-        self._full_vectors = isinstance(selector, MemoryRule)
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None
@@ -157,6 +189,16 @@ class GradientEstimator:
         """Start the estimate of a new iterate (the selector forgets its statistics)."""
         self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
         self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
+        self._start()
+
+    def _start(self) -> None:
+        #: What a round sends the rule: "summary" — one scalar, the increment of Σ‖G − m‖²
+        #: (rules without memory); "gram" — that and the pulled arm's row of the Gram matrix of
+        #: the arms' means, N numbers (rules with memory, scalar shape); "full" — the whole
+        #: gradient on the host (rules with memory, diagonal shape: d <= 16).
+        sel = self.selector
+        self._mode = ("summary" if not isinstance(sel, MemoryRule)
+                      else "gram" if sel.scalar else "full")  # fmt: skip
         self._backend = None
         self._pending = None
         self.t = 0
@@ -166,7 +208,7 @@ class GradientEstimator:
         that rules with memory (e.g. :class:`~eegrad.MemoryThompson`) keep their evidence."""
         self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
         self.selector.next_iterate(truth=None, streams=self.streams)
-        self._backend = None
+        self._start()
         self._pending = None
         self.t = 0
 
@@ -211,10 +253,13 @@ class GradientEstimator:
                        f"a flat vector of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
         if self._backend is None:
+            centred = self._mode == "gram"
             if _is_torch(gradient):
-                self._backend = _TorchBackend(self.N, self.dim, gradient, self.accumulate_dtype)
+                self._backend = _TorchBackend(self.N, self.dim, gradient, self.accumulate_dtype,
+                                              centred=centred)  # fmt: skip
             else:
-                self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype)
+                self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype,
+                                              centred=centred)  # fmt: skip
         elif _is_torch(gradient) != isinstance(self._backend, _TorchBackend):
             raise InvalidParameterTypeError(
                 "The 'gradient' parameter of GradientEstimator.tell changed type within an "
@@ -231,12 +276,14 @@ class GradientEstimator:
                 f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
             )
         self._backend.commit(arm, cnt)
-        if self._full_vectors:
-            # Rules with memory fit per-coordinate statistics and the arms' means on the host.
+        arms = np.array([arm])
+        if self._mode == "full":
             host = g.detach().cpu().numpy() if _is_torch(g) else g
-            self.selector._observe(np.array([arm]), np.asarray(host, dtype=np.float64)[None])
+            self.selector._observe(arms, np.asarray(host, dtype=np.float64)[None])
+        elif self._mode == "gram":
+            self.selector._observe_gram(arms, np.array([inc]), self._backend.gram_row(arm)[None])
         else:
-            self.selector._observe_summary(np.array([arm]), np.array([inc]))
+            self.selector._observe_summary(arms, np.array([inc]))
         self._pending = None
         self.t += 1
 

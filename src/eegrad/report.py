@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import theory
 from .experiment import Study
 from .results import atomic_write_bytes
 
@@ -211,26 +212,65 @@ def rules_section(study: Study, image: str) -> Section:
 def memory_section(study: Study, image: str) -> Section:
     cfg = study.config
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    rows = [["profile", "T", *methods, "lock-in (memory rules)"]]
+    memory = [m for m in methods if m.startswith("memory")]
+    anytime = [m for m in memory if "-h" not in m]
+    told = [m for m in memory if "-h" in m]
+    rows = [["profile", "T", *methods, "lock-in (memory rules)", "ideal misranking"]]
+
+    def value(col: str, prof: str, m: str, T: int) -> float:
+        return float(study.column(col, profile=prof, method=m, T=T)[0])
+
+    Ts = sorted({r["T"] for r in study.rows})
     for p in cfg.profiles:
-        for T in sorted({r["T"] for r in study.rows}):
+        for T in Ts:
             cells = [p.name, str(T)]
             for m in methods:
-                r = study.column("final_gap_ratio", profile=p.name, method=m, T=T)
-                se = study.column("final_gap_ratio_se", profile=p.name, method=m, T=T)
-                cells.append(f"{r[0]:.2f} ± {se[0]:.2f}")
-            locks = [f"{study.column('lock_in', profile=p.name, method=m, T=T)[0]:.1%}"
-                     for m in methods if m.startswith("memory")]  # fmt: skip
-            cells.append(", ".join(locks))
+                cells.append(f"{value('final_gap_ratio', p.name, m, T):.2f} ± "
+                             f"{value('final_gap_ratio_se', p.name, m, T):.2f}")  # fmt: skip
+            cells.append(", ".join(f"{value('lock_in', p.name, m, T):.1%}" for m in memory))
+            floor = theory.misranking_floor(p.sigma2, cfg.K * T, cfg.objective.d)
+            cells.append(f"{floor:.1%}")
             rows.append(cells)
+    first = cfg.profiles[0].name
+    findings = []
+    for T, target in ((50, 1.7), (200, 1.2)):
+        if T in Ts and anytime:
+            best = min(anytime, key=lambda m, T=T: value("final_gap_ratio", first, m, T))
+            r, se = value("final_gap_ratio", first, best, T), value("final_gap_ratio_se", first,
+                                                                      best, T)  # fmt: skip
+            ok = "meets" if r <= target else "misses"
+            findings.append(f"at T = {T} the best rule not told K, `{best}`, has {r:.2f} ± "
+                            f"{se:.2f} ({ok} the target ≤ {target:g})")  # fmt: skip
+    if 50 in Ts and told:
+        r, se = (value(c, first, told[0], 50) for c in ("final_gap_ratio", "final_gap_ratio_se"))
+        ok = "meets" if r <= 1.5 else "misses"
+        findings.append(f"told the horizon K·T, `{told[0]}` has {r:.2f} ± {se:.2f} at T = 50 "
+                        f"({ok} the target ≤ 1.5)")  # fmt: skip
+    locks = []
+    for p in cfg.profiles:
+        worst = max(value("lock_in", p.name, m, T) for m in memory for T in Ts)
+        floor = theory.misranking_floor(p.sigma2, cfg.K * min(Ts), cfg.objective.d)
+        locks.append(f"{p.name} {worst:.1%} (ideal misranking at T = {min(Ts)}: {floor:.1%})")
+    per_iter = [m for m in methods if m not in memory]
+    gain = [value("final_gap_ratio", first, m, min(Ts)) for m in per_iter]
     text = (
         "**Claim (ours).** Keeping the evidence of past iterates — σ_n² does not depend on w — "
         "pays for exploration once instead of K times. **Measured** in the Figure 1 setting "
         f"(K = {cfg.K}, η = {cfg.eta[0]}, {cfg.realizations} realizations sharing initial "
         "iterates and noise streams): the final expected gap of each rule divided by the "
-        "optimal oracle's, estimated with the exact conditional expectation of the last step "
-        "(the final gap itself is heavy-tailed), ± its standard error; lock-in is the share of "
-        "runs in which the best arm gets under half of the last iterate's pulls."
+        "optimal oracle's closed form, ± its standard error. The final gap of one run is a "
+        "product of K random factors and heavy-tailed, so the estimate takes the last step in "
+        "expectation and uses a control variate — the same run's standardised noises replayed "
+        "with the optimal oracle, whose mean is known in closed form (`eegrad.estimators`); the "
+        "standard error is a delete-a-group jackknife, and the plain mean "
+        "(`final_gap_ratio_direct` in the CSV) stays beside it. Findings on profile "
+        f"{first!r}: " + "; ".join(findings) + ". The per-iterate rules need "
+        f"{min(gain):.1f}–{max(gain):.1f}× the optimal gap at T = {min(Ts)}. Lock-in — the "
+        "share of runs in which the best arm gets under half of the last iterate's pulls — at "
+        "worst over T, per profile: " + "; ".join(locks) + ". The last column is the chance "
+        "that ideal evidence (all K·T pulls split evenly between the two best arms, means and "
+        "scales known) ranks them wrongly: where it is large no rule can commit to the right "
+        "arm reliably, and the target lock-in ≤ 2 % is out of reach on that profile."
     )
     return Section("Selection with memory across iterates", [text], image, rows)
 

@@ -23,6 +23,7 @@ __all__ = [
     "fixed_oracle_gaps",
     "fixed_oracle_rate",
     "lai_robbins_regret",
+    "misranking_floor",
     "phi",
     "tau",
     "tau_opt",
@@ -181,3 +182,27 @@ def lai_robbins_regret(sigma2: ArrayLike, T: ArrayLike, d: int) -> np.ndarray:
     per_log = np.sum((s2[sub] - star) / kl) / star
     T = np.asarray(T, dtype=np.float64)
     return per_log * np.log(T) / T
+
+
+def misranking_floor(sigma2: ArrayLike, rounds: int, d: int) -> float:
+    r"""Chance that ideal evidence ranks the best arm below the runner-up.
+
+    Give all ``rounds`` pulls to the two best arms, half each, with the means and the noise
+    shape known: each pull is then d independent centred Gaussian coordinates, the sample
+    variances have ν = rounds·d/2 degrees of freedom each, and the best test ranks the arms
+    wrongly with probability
+
+    .. math:: P\bigl(F_{\nu,\nu} > \sigma_{(2)}^2 / \sigma_{(1)}^2\bigr),
+
+    σ²₍₁₎ < σ²₍₂₎ the two smallest σ_n². No rule sees more of what separates the two arms in
+    as many rounds (an even split minimises the variance 2/ν_a + 2/ν_b of the log-ratio), so
+    a rule that commits to one arm at the end of a run picks the wrong one at least about this
+    often: a floor for the "lock-in" of the memory study.
+    """
+    from scipy import stats
+
+    s2 = np.sort(check_array(sigma2, "sigma2", "misranking_floor", ndim=1, positive=True))
+    if s2.size < 2:
+        return 0.0
+    nu = rounds * d / 2.0
+    return float(stats.f.sf(s2[1] / s2[0], nu, nu))

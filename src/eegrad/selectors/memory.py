@@ -119,6 +119,19 @@ class MemoryRule(Selector):
         self._frozen_dof = np.zeros((R, N))
         self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
         self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
+        self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
+
+    def _observe_gram(self, arms: np.ndarray, sq_increment: np.ndarray, gram_row: np.ndarray):
+        """Record a round from its summary (scalar shape), for callers that keep the arm means
+        themselves (e.g. on a GPU): the increment of Σ‖G − m‖² of the pulled arms and their row
+        of the Gram matrix of the arms' means about a fixed reference, shape (R, N) — N
+        numbers per round instead of d."""
+        R, N, _ = self._shape
+        self._observe_summary(arms, sq_increment)
+        if self._cur_gram is None:
+            self._cur_gram = np.zeros((R, N, N))
+        self._cur_gram[self._rows, arms, :] = gram_row
+        self._cur_gram[self._rows, :, arms] = gram_row
 
     def next_iterate(self, truth: Truth | None = None, streams: Any = None) -> None:
         if self._shape is None:
@@ -129,9 +142,16 @@ class MemoryRule(Selector):
         if self.scalar:
             count = st.count.astype(float)
             with np.errstate(invalid="ignore", divide="ignore"):
-                centre = np.einsum("rn,rnd->rd", count, st.mean) / count.sum(axis=1)[:, None]
-            centred = st.mean - np.nan_to_num(centre)[:, None, :]
-            where, cur_sq = np.einsum("rnd,rmd->rnm", centred, centred), st.sq_dev[..., None]
+                share = np.nan_to_num(count / count.sum(axis=1, keepdims=True))  # (R, N)
+            if self._cur_gram is None:
+                centred = st.mean - np.einsum("rn,rnd->rd", share, st.mean)[:, None, :]
+                where = np.einsum("rnd,rmd->rnm", centred, centred)
+            else:  # the Gram about the pooled mean, from the Gram about any reference
+                G = self._cur_gram
+                Gs = np.einsum("rnm,rm->rn", G, share)
+                where = (G - Gs[:, :, None] - Gs[:, None, :]
+                         + np.einsum("rn,rn->r", share, Gs)[:, None, None])  # fmt: skip
+            cur_sq = st.sq_dev[..., None]
         else:
             where, cur_sq = st.mean, st.sq_coord
         self._past_count = np.concatenate(
@@ -146,6 +166,7 @@ class MemoryRule(Selector):
         self.truth, self.streams = truth, streams
         self.stats = ArmStatistics(R, N, d, per_coordinate=not self.scalar)
         self.counts = self.stats.count
+        self._cur_gram = None
         self.t = 0
         self._pending = None
         self._refit_past()
@@ -216,7 +237,9 @@ class MemoryRule(Selector):
         """One block sweep with the current iterate; returns (σ², ν) per arm."""
         st = self.stats
         sq = st.sq_dev[:, None, :, None] if self.scalar else st.sq_coord[:, None]
-        num, nu = self._terms(st.count[:, None].astype(float), st.mean[:, None], sq, self.sigma2)
+        gram = self._cur_gram is not None
+        where = self._cur_gram[:, None] if gram else st.mean[:, None]
+        num, nu = self._terms(st.count[:, None].astype(float), where, sq, self.sigma2, gram=gram)
         # The cache holds the past terms at the σ² of the last full fit (block ascent).
         self._update_sigma2(self._cache_num + num[:, 0], self._cache_dof + nu[:, 0])
         return self.sigma2, self._cache_dof + nu[:, 0]
