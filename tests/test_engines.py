@@ -11,6 +11,8 @@ from eegrad import (
     FixedArm,
     GaussianOracle,
     Greedy,
+    MemoryKLLCB,
+    MemoryThompson,
     OptimalArm,
     Quadratic,
     QuadraticForm,
@@ -114,6 +116,19 @@ def test_chi_square_rule_falls_back():
     oracle = GaussianOracle(Quadratic(2), Arms([2.0, 1.0]))
     with pytest.warns(EngineFallbackWarning, match="selector ChiSquareLCB"):
         estimate_gradient(oracle, ChiSquareLCB(), np.ones((4, 2)), 8, rng=1, engine="numba")
+
+
+@pytest.mark.parametrize("make", [MemoryKLLCB, MemoryThompson])
+def test_memory_rules_fall_back_with_notice(make):
+    """The compiled kernels have no rules with memory: explicit 'numba' runs them on NumPy,
+    with a notice, and gives NumPy's numbers."""
+    oracle = GaussianOracle(Quadratic(2), Arms([3.0, 2.0, 1.0]))
+    w0 = np.random.default_rng(0).standard_normal((8, 2))
+    with pytest.warns(EngineFallbackWarning, match=f"selector {make.__name__}"):
+        b = run_sgd(oracle, make(), w0, 2, 12, 0.5, rng=1, engine="numba")
+    a = run_sgd(oracle, make(), w0, 2, 12, 0.5, rng=1, engine="numpy")
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_array_equal(a.w, b.w)
 
 
 def test_unsupported_case_falls_back_with_notice():

@@ -164,24 +164,30 @@ def test_estimate_stays_unbiased(make):
     assert np.all(np.abs(err.mean(axis=0)) < 4 * err.std(axis=0) / np.sqrt(R))
 
 
-def test_estimator_with_memory_equals_simulator_over_two_iterates():
-    oracle = paper(50)
-    w = np.array([[1.0, -0.5]])
-    T = 30
+def loop_against_simulator(oracle, w, T, iterates, convert=lambda g: g, rtol=1e-12):
+    """Run a user loop and the simulator side by side (same seed, MemoryThompson) and check at
+    every iterate that their pulls and estimates agree; returns both rules."""
     sim_gen, est_gen = np.random.default_rng(4), np.random.default_rng(4)
     sim = MemoryThompson()
-    est = GradientEstimator(MemoryThompson(), oracle.arms, T, dim=2, rng=est_gen)
+    est = GradientEstimator(MemoryThompson(), oracle.arms, T, dim=w.shape[1], rng=est_gen)
     at = oracle.at(w)
-    for iterate in range(2):
+    for iterate in range(iterates):
         res = estimate_gradient(oracle, sim, w, T, sim_gen, engine="numpy",
                                 new_iterate=iterate > 0)  # fmt: skip
         if iterate > 0:
             est.next_iterate()
         while not est.done:
             n = est.ask()
-            est.tell(at.sample(np.array([n - 1]), est.streams)[0])
+            est.tell(convert(at.sample(np.array([n - 1]), est.streams)[0]))
         np.testing.assert_array_equal(est.counts, res.counts[0])
-        np.testing.assert_allclose(est.result(), res.gradient[0], rtol=1e-12)
+        out = est.result()
+        np.testing.assert_allclose(np.asarray(out), res.gradient[0], rtol=rtol)
+    return est, sim
+
+
+def test_estimator_with_memory_equals_simulator_over_two_iterates():
+    est, sim = loop_against_simulator(paper(50), np.array([[1.0, -0.5]]), 30, 2)
+    assert est._mode == "full"  # d = 2: the whole gradient on the host
     np.testing.assert_allclose(est.selector.sigma2, sim.sigma2, rtol=1e-12)
 
 
@@ -302,28 +308,14 @@ def test_estimator_scalar_shape_sends_gram_rows_and_matches_the_simulator(backen
     """d = 40: the user loop keeps the arm means in the gradients' backend and sends the rule N
     Gram numbers per round; its choices, estimates and fit equal the simulator's, which works
     from the means themselves (equal up to rounding)."""
+    convert = lambda g: g
     if backend == "torch":
         torch = pytest.importorskip("torch")
-    d, T = 40, 24
+        convert = torch.as_tensor
+    d = 40
     oracle = GaussianOracle(Quadratic(d), Arms([3.0, 1.0, 2.0]))
     w = np.random.default_rng(0).standard_normal((1, d)) + 5.0  # means far from 0
-    sim_gen, est_gen = np.random.default_rng(4), np.random.default_rng(4)
-    sim = MemoryThompson()
-    est = GradientEstimator(MemoryThompson(), oracle.arms, T, dim=d, rng=est_gen)
+    est, sim = loop_against_simulator(oracle, w, 24, 3, convert, rtol=1e-10)
     assert est._mode == "gram"
-    at = oracle.at(w)
-    for iterate in range(3):
-        res = estimate_gradient(oracle, sim, w, T, sim_gen, engine="numpy",
-                                new_iterate=iterate > 0)  # fmt: skip
-        if iterate > 0:
-            est.next_iterate()
-        while not est.done:
-            n = est.ask()
-            g = at.sample(np.array([n - 1]), est.streams)[0]
-            est.tell(torch.as_tensor(g) if backend == "torch" else g)
-        np.testing.assert_array_equal(est.counts, res.counts[0])
-        out = est.result()
-        out = out.numpy() if backend == "torch" else out
-        np.testing.assert_allclose(out, res.gradient[0], rtol=1e-10)
     np.testing.assert_allclose(est.selector.sigma2, sim.sigma2, rtol=1e-8)
     assert est.selector._past_where.shape == (1, 2, 3, 3)
