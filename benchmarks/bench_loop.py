@@ -28,7 +28,7 @@ def per_round(make, d: int, rule) -> float:
     grads = [make(d) for _ in range(8)]
     est = GradientEstimator(rule(), N, T, dim=d, rng=0)
     best = np.inf
-    for _ in range(3):
+    for _ in range(5):
         est.reset()
         for t in range(T):  # a first iterate: the rule with memory then has evidence
             est.ask()
@@ -46,7 +46,7 @@ def axpy(x, ys, reps: int = 200) -> float:
     """Time of ``x += y`` cycling through ``ys`` (one vector: cache-hot; the 8 gradients of the
     rounds: as cold as the estimator's inputs)."""
     best = np.inf
-    for _ in range(3):
+    for _ in range(5):
         t0 = time.perf_counter()
         for i in range(reps):
             x += ys[i % len(ys)]

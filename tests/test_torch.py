@@ -90,3 +90,20 @@ def test_optimizer_wrapper_runs_T_rounds_then_steps():
         offset += k
     with pytest.raises(ProtocolError):
         opt.estimator.ask()  # all rounds of this step are told until the next step()
+
+
+@pytest.mark.parametrize("d", [3, 20])  # the rule with memory: whole gradients; Gram rows
+def test_estimates_may_change_backend_between_iterates(d):
+    """Buffers are kept from estimate to estimate, but a new estimate may come in another
+    type: NumPy first, then PyTorch, each giving the plain mean of its own gradients."""
+    est = GradientEstimator(default_selector(), 2, T=4, dim=d)
+    rng = np.random.default_rng(0)
+    for make in (np.asarray, np.asarray, torch.as_tensor, torch.as_tensor, np.asarray):
+        told = []
+        while not est.done:
+            est.ask()
+            g = rng.standard_normal(d) + 3.0
+            told.append(g)
+            est.tell(make(g))
+        np.testing.assert_allclose(np.asarray(est.result()), np.mean(told, axis=0), rtol=1e-6)
+        est.next_iterate()

@@ -61,6 +61,13 @@ class _NumpyBackend:
     def convert(self, g: Any) -> np.ndarray:
         return np.asarray(g, dtype=self.dtype)
 
+    def fits(self, g: Any) -> bool:
+        return not _is_torch(g)
+
+    def clear(self, centred: bool) -> None:
+        self.mean.fill(0.0)
+        self.centred, self.ref = centred, None
+
     def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
         """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
         if self.ref is None:
@@ -103,6 +110,13 @@ class _TorchBackend:
 
     def convert(self, g: Any) -> Any:
         return g.detach().reshape(-1).to(device=self.mean.device, dtype=self.dtype)
+
+    def fits(self, g: Any) -> bool:
+        return _is_torch(g) and g.device == self.mean.device and g.dtype == self.out_dtype
+
+    def clear(self, centred: bool) -> None:
+        self.mean.zero_()
+        self.centred, self.ref = centred, None
 
     def increment(self, arm: int, g: Any, cnt: int) -> float:
         if self.ref is None:
@@ -199,7 +213,9 @@ class GradientEstimator:
         sel = self.selector
         self._mode = ("summary" if not isinstance(sel, MemoryRule)
                       else "gram" if sel.scalar else "full")  # fmt: skip
-        self._backend = None
+        if self._backend is not None:
+            # Keep the buffers (N·d numbers) from estimate to estimate; cleared, not reallocated.
+            self._backend.clear(centred=self._mode == "gram")
         self._pending = None
         self.t = 0
 
@@ -252,6 +268,8 @@ class GradientEstimator:
             raise fail("gradient", "GradientEstimator.tell",
                        f"a flat vector of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
+        if self._backend is not None and self.t == 0 and not self._backend.fits(gradient):
+            self._backend = None  # a new estimate in another type or device
         if self._backend is None:
             centred = self._mode == "gram"
             if _is_torch(gradient):

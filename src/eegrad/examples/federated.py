@@ -12,7 +12,9 @@ the data and is unknown.
 
 Every method runs K SGD steps ``w ← w − η G`` with G the mean of T rounds; a step costs T·B.
 Methods: ``eegrad`` (the paper's rule; β·P from a pilot of the initial rounds, c = 1),
-``default`` (:func:`eegrad.default_selector`) and ``fixed-n`` for every n. The best fixed n in
+``thompson`` (:class:`eegrad.ThompsonVariance`, the best rule without memory), ``default``
+(:func:`eegrad.default_selector`: Thompson with memory across steps) and ``fixed-n`` for
+every n. The best fixed n in
 hindsight is the one with the lowest mean final objective.
 """
 
@@ -31,7 +33,7 @@ from ..experiment import method_id
 from ..loop import GradientEstimator
 from ..objectives import LogisticRegression
 from ..results import write_table
-from ..selectors import EEGrad, FixedArm, Selector, default_selector
+from ..selectors import EEGrad, FixedArm, Selector, ThompsonVariance, default_selector
 
 __all__ = ["FederatedSetup", "load_setup", "main", "run_federated"]
 
@@ -123,7 +125,7 @@ def _pilot_scale(setup: FederatedSetup, w: np.ndarray, rng) -> float:
 
 def run_federated(
     setup: FederatedSetup,
-    seeds: int = 5,
+    seeds: int = 10,
     K: int = 150,
     T: int = 40,
     eta: float | None = None,
@@ -134,7 +136,7 @@ def run_federated(
     eta = 1.0 / obj.L if eta is None else eta
     f_star = obj.f_star
     N = setup.arms.N
-    names = methods or ["eegrad", "default", *[f"fixed-{n}" for n in range(1, N + 1)]]
+    names = methods or ["eegrad", "thompson", "default", *[f"fixed-{n}" for n in range(1, N + 1)]]
     rows = []
     for seed in range(seeds):
         for name in names:
@@ -161,6 +163,8 @@ def _selector(name: str, setup: FederatedSetup, w: np.ndarray, rng) -> Selector:
         return EEGrad(alpha=2.5, beta=_pilot_scale(setup, w, rng), P=1.0, c=1.0)
     if name == "default":
         return default_selector()
+    if name == "thompson":
+        return ThompsonVariance()
     return FixedArm(int(name.split("-")[1]))
 
 
@@ -173,16 +177,28 @@ def _row(setup, name, seed, k, cost, w, f_star) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Final objective gap per method (mean over seeds) and the best and worst fixed n."""
+    """Final objective gap per method and its standard error over seeds, and the best and worst
+    fixed n.
+
+    The gap of one seed is averaged over the last tenth of the steps (at least the last one):
+    the last iterate alone carries the noise of its last step, and with few seeds that noise
+    decides the ranking."""
     last = max(r["round"] for r in rows)
-    final: dict[str, list[float]] = {}
+    tail = last - max(1, last // 10) + 1
+    per_seed: dict[str, dict[int, list[float]]] = {}
     for r in rows:
-        if r["round"] == last:
-            final.setdefault(r["method"], []).append(r["objective_gap"])
-    means = {m: float(np.mean(v)) for m, v in final.items()}
+        if r["round"] >= tail:
+            per_seed.setdefault(r["method"], {}).setdefault(r["seed"], []).append(
+                r["objective_gap"]
+            )
+    means, ses = {}, {}
+    for m, seeds in per_seed.items():
+        v = np.array([np.mean(g) for g in seeds.values()])
+        means[m] = float(v.mean())
+        ses[m] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
     fixed = {m: v for m, v in means.items() if m.startswith("fixed-")}
-    return {"final_gap": means, "best_fixed": min(fixed, key=fixed.get),
-            "worst_fixed": max(fixed, key=fixed.get)}  # fmt: skip
+    return {"final_gap": means, "final_gap_se": ses, "steps_averaged": last - tail + 1,
+            "best_fixed": min(fixed, key=fixed.get), "worst_fixed": max(fixed, key=fixed.get)}  # fmt: skip
 
 
 def plot(rows: list[dict[str, Any]], path_stem: Path) -> None:
@@ -196,7 +212,8 @@ def plot(rows: list[dict[str, Any]], path_stem: Path) -> None:
     ax1, ax2 = fig.subplots(1, 2)
     methods = list(dict.fromkeys(r["method"] for r in rows))
     styles = {"eegrad": ("#1f77b4", "EE-Grad (paper's rule)"),
-              "default": ("#d62728", "EE-Grad (default rule: Thompson)"),
+              "default": ("#d62728", "EE-Grad (default rule: Thompson with memory)"),
+              "thompson": ("#ff7f0e", "EE-Grad (Thompson, no memory)"),
               summary["best_fixed"]: ("#2ca02c", f"best fixed n in hindsight ({summary['best_fixed']})"),
               summary["worst_fixed"]: ("#7f7f7f", f"worst fixed n ({summary['worst_fixed']})")}  # fmt: skip
     for m in methods:
@@ -229,7 +246,7 @@ def plot(rows: list[dict[str, Any]], path_stem: Path) -> None:
     save_figure(fig, path_stem)
 
 
-def main(out: str | Path = "results/federated", seeds: int = 5, K: int = 150, T: int = 40,
+def main(out: str | Path = "results/federated", seeds: int = 10, K: int = 150, T: int = 40,
          budget: float = 30.0) -> dict[str, Any]:  # fmt: skip
     """Run the example and write ``federated.csv`` and ``federated.png`` (and ``.pdf``)."""
     out = Path(out)

@@ -368,4 +368,7 @@ class MemoryThompson(MemoryRule):
         else:
             g = self.streams.per_block(lambda gen, sl: gen.standard_gamma(shape[sl]),
                                        np.empty_like(shape))  # fmt: skip
-        return np.where(nu > 0, nu * sigma2 / (2.0 * g), -np.inf)
+        # Arms without evidence (ν = 0) come first (−inf); a gamma draw that underflows to 0 at a
+        # tiny shape is a draw far in the inverse gamma's tail (+inf), as the law says.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.where(nu > 0, nu * sigma2 / (2.0 * g), -np.inf)
