@@ -30,6 +30,7 @@ def test_federated_end_to_end(tmp_path):
     assert tuple(rows[0].keys()) == COLUMNS
     assert {r["method"] for r in rows} == {
         "eegrad",
+        "thompson",
         "default",
         *(f"fixed-{n}" for n in range(1, 11)),
     }
@@ -46,6 +47,7 @@ def test_eegrad_no_worse_than_the_worst_fixed_n():
     worst = s["final_gap"][s["worst_fixed"]]
     assert s["final_gap"]["eegrad"] <= worst
     assert s["final_gap"]["default"] <= worst
+    assert s["final_gap"]["thompson"] <= worst
 
 
 def test_torch_example_runs():
