@@ -272,6 +272,7 @@ def test_window_folds_old_iterates():
     np.testing.assert_allclose(wide.sigma2, full.sigma2, rtol=1e-12)
     assert short._past_count.shape[1] == 2
     assert full._past_count.shape[1] == 5
+    np.testing.assert_array_equal(short.pulls().sum(axis=1), 6 * 50)  # folded pulls still count
     # Same decisions up to iterate 3 (nothing folded before its end), close fits after.
     np.testing.assert_array_equal(outs[2].counts[:, :3], outs[0].counts[:, :3])
     ratio = np.log(short.sigma2 / full.sigma2)
@@ -289,7 +290,7 @@ def test_horizon_level_falls_to_greedy_at_the_end():
     s2, nu = sel._refit_current()
     np.testing.assert_array_equal(sel.index(20, s2, nu), s2)
     early = sel.index(5, s2, nu)  # rounds remain: a lower bound for the arms pulled least
-    rare = np.argmin(sel._past_count.sum(axis=1) + sel.counts, axis=1)
+    rare = np.argmin(sel.pulls(), axis=1)
     assert np.all(early <= s2)
     assert np.all(early[np.arange(4), rare] < s2[np.arange(4), rare])
     with pytest.warns(RuntimeWarning, match="horizon=20"):

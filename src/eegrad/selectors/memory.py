@@ -117,6 +117,7 @@ class MemoryRule(Selector):
         # Iterates older than the window: their terms at the scales m_k of their last fit.
         self._frozen_num = np.zeros((R, N))
         self._frozen_dof = np.zeros((R, N))
+        self._frozen_pulls = np.zeros((R, N))
         self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
         self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
         self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
@@ -161,6 +162,7 @@ class MemoryRule(Selector):
         self._past_sq = np.concatenate([self._past_sq * w, cur_sq[:, None]], axis=1)
         self._frozen_num *= w
         self._frozen_dof *= w
+        self._frozen_pulls *= w
         self.rounds_before += self.t
         self.iterate += 1
         self.truth, self.streams = truth, streams
@@ -211,6 +213,10 @@ class MemoryRule(Selector):
         s2 = np.maximum(s2, 1e-300)
         self.sigma2 = s2 / np.exp(np.log(s2).mean(axis=1, keepdims=True))
 
+    def pulls(self) -> np.ndarray:
+        """Pulls of each arm over all iterates so far (discounted), shape (R, N)."""
+        return self._frozen_pulls + self._past_count.sum(axis=1) + self.stats.count
+
     def _past_terms(self) -> tuple[np.ndarray, np.ndarray]:
         return self._terms(self._past_count, self._past_where, self._past_sq, self.sigma2,
                            gram=self.scalar)  # fmt: skip
@@ -226,6 +232,7 @@ class MemoryRule(Selector):
             old = num.shape[1] - self.window
             self._frozen_num += num[:, :old].sum(axis=1)
             self._frozen_dof += nu[:, :old].sum(axis=1)
+            self._frozen_pulls += self._past_count[:, :old].sum(axis=1)
             num, nu = num[:, old:], nu[:, old:]
             self._past_count = self._past_count[:, old:]
             self._past_where = self._past_where[:, old:]
@@ -319,7 +326,7 @@ class MemoryKLLCB(MemoryRule):
             warnings.warn(f"MemoryKLLCB was told horizon={self.horizon} rounds and is at round "
                           f"{t}: it chooses greedily from now on.", RuntimeWarning, stacklevel=4)  # fmt: skip
         N = self._shape[1]
-        pulls = np.maximum(self._past_count.sum(axis=1) + self.stats.count, 1.0)
+        pulls = np.maximum(self.pulls(), 1.0)
         return np.log(np.maximum(max(self.horizon - t + 1, 0) / (N * pulls), 1.0))
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
