@@ -185,14 +185,18 @@ def _plot_theorem2(study: Study) -> Figure:
     return fig
 
 
-def _profile_panels(study: Study) -> tuple[list[str], list[str], dict[str, str], Figure, Any]:
-    """One panel per arm profile, room below for a shared legend."""
+def _profile_panels(
+    study: Study, rows: int = 1
+) -> tuple[list[str], list[str], dict[str, str], Figure, Any]:
+    """One panel per arm profile (and per row), room below for a shared legend."""
     profiles = [p.name for p in study.config.profiles]
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    fig = Figure(figsize=(4.6 * len(profiles), 4.8))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.25, top=0.86, wspace=0.2)
-    axes = fig.subplots(1, len(profiles), squeeze=False)[0]
-    return profiles, methods, _colours(methods), fig, axes
+    fig = Figure(figsize=(4.6 * len(profiles), 4.8 + 3.4 * (rows - 1)))
+    bottom = 0.25 if rows == 1 else 0.16
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=bottom, top=0.86 if rows == 1 else 0.91,
+                        wspace=0.2, hspace=0.35)  # fmt: skip
+    axes = fig.subplots(rows, len(profiles), squeeze=False)
+    return profiles, methods, _colours(methods), fig, axes[0] if rows == 1 else axes
 
 
 def _legend_below(fig: Figure, ax: Any) -> None:
@@ -291,8 +295,24 @@ def plot_results(
 
 def _plot_memory(study: Study) -> Figure:
     cfg = study.config
-    profiles, methods, colour, fig, axes = _profile_panels(study)
+    profiles, methods, colour, fig, grid = _profile_panels(study, rows=2)
+    axes, below = grid[0], grid[1]
     width = 0.8 / len(methods)
+    pulls = study.tables[f"{cfg.name}_pulls"][0]
+    T_small = min(r["T"] for r in study.rows)
+    for ax, p in zip(below, cfg.profiles, strict=True):
+        best = int(np.argmin(p.sigma2)) + 1
+        for m in methods:
+            ks = sorted({r["k"] for r in pulls if r["method"] == m})
+            share = [next(r["pulls_mean"] for r in pulls if r["profile"] == p.name and
+                          r["T"] == T_small and r["method"] == m and r["k"] == k and
+                          r["n"] == best) / T_small for k in ks]  # fmt: skip
+            ax.plot(ks, share, color=colour[m], marker="o", ms=3, lw=1.4)
+        ax.set_ylim(0, 1.02)
+        ax.set_xticks(ks)
+        ax.set_xlabel("SGD iterate k")
+        ax.grid(True, alpha=0.3)
+    below[0].set_ylabel(f"best arm's share of pulls, T = {T_small}")
     for ax, prof in zip(axes, profiles, strict=True):
         Ts = sorted({r["T"] for r in study.rows if r["profile"] == prof})
         pos = np.arange(len(Ts))
