@@ -156,3 +156,13 @@ def test_rules_study_and_overlay(tmp_path):
     ra, rb = read_table(a / "figure1.csv"), read_table(b / "figure1.csv")
     assert {r["method"] for r in rb} == {"eegrad", "thompson", "mbo1", "mbo2", "mbo3"}
     assert ra == [r for r in rb if r["method"] != "thompson"]
+
+
+def test_rule_aliases_name_the_classes_the_rules_build():
+    """--rule accepts class names; each must build that very class (no stale alias)."""
+    from eegrad.cli import _RULE_ALIASES
+    from eegrad.config import SelectorConfig
+    from eegrad.experiment import build_selector
+
+    for cls_name, rule in _RULE_ALIASES.items():
+        assert type(build_selector(SelectorConfig(rule=rule))).__name__ == cls_name

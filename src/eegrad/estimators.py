@@ -74,7 +74,11 @@ def standardised_noise(w: Any, counts: Any, sigma2: Any, T: int, eta: float) -> 
     """
     owner = "standardised_noise"
     w, counts, sigma2 = _path(w, counts, sigma2, owner)
-    eta = check_real(eta, "eta", owner, gt=0.0)
+    return _noise(w, counts, sigma2, T, check_real(eta, "eta", owner, gt=0.0))
+
+
+def _noise(w: np.ndarray, counts: np.ndarray, sigma2: np.ndarray, T: int, eta: float):
+    """:func:`standardised_noise` on checked arrays."""
     v = counts @ sigma2 / float(T) ** 2  # (R, K)
     wk, wk1 = w[:, :-1], w[:, 1:]
     xi = (wk - wk1) / eta - wk  # noise of G_k, ∇F(w_k) = w_k
@@ -101,7 +105,8 @@ def quadratic_final_gaps(
     owner = "quadratic_final_gaps"
     w, counts, sigma2 = _path(w, counts, sigma2, owner)
     sigma2_star = check_real(sigma2_star, "sigma2_star", owner, gt=0.0)
-    u = standardised_noise(w, counts, sigma2, T, eta)
+    eta = check_real(eta, "eta", owner, gt=0.0)
+    u = _noise(w, counts, sigma2, T, eta)
     a = 1.0 - eta
     v_last = counts[:, -1] @ sigma2 / float(T) ** 2
     X = 0.5 * np.einsum("rd,rd->r", w[:, -2], w[:, -2]) * (a * a + eta * eta * v_last)

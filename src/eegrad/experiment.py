@@ -437,6 +437,15 @@ def _rules_study(cfg: ExperimentConfig, tick: Progress) -> Study:
     return study
 
 
+def pull_shares(study: Study, profile: str, T: int, method: str, n: int) -> np.ndarray:
+    """Mean share of arm n in the pulls of each iterate k = 1..K, shape (K,), from the
+    ``NAME_pulls`` table of a memory study."""
+    rows = study.tables[f"{study.config.name}_pulls"][0]
+    mine = sorted((r["k"], r["pulls_mean"]) for r in rows if r["profile"] == profile
+                  and r["T"] == T and r["method"] == method and r["n"] == n)  # fmt: skip
+    return np.array([p for _, p in mine]) / T
+
+
 def _memory_study(cfg: ExperimentConfig, tick: Progress) -> Study:
     """Final expected gap of each rule relative to the optimal oracle, in the Figure 1 setting
     (σ² given at T = arms.reference_T and scaled by T / reference_T), with memory across
@@ -478,6 +487,7 @@ def _memory_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                               rng=_stream(cfg, pi, ti, 1), engine=cfg.engine)  # fmt: skip
                 X, Y = quadratic_final_gaps(out.w, out.counts, arms.sigma2, T, eta, star)
                 est, se, _ = control_variate_mean(X, Y, optimal, groups=min(20, R // 2))
+                direct, direct_se = _mean_se(X)
                 last = out.counts[:, -1]
                 mean_pulls = out.counts.mean(axis=0)  # (K, N)
                 for k in range(K):
@@ -487,8 +497,8 @@ def _memory_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                 study.rows.append(
                     {"profile": prof.name, "T": T, "method": name,
                      "final_gap_ratio": est / optimal, "final_gap_ratio_se": se / optimal,
-                     "final_gap_ratio_direct": float(X.mean() / optimal),
-                     "final_gap_ratio_direct_se": float(X.std(ddof=1) / np.sqrt(R) / optimal),
+                     "final_gap_ratio_direct": direct / optimal,
+                     "final_gap_ratio_direct_se": direct_se / optimal,
                      "lock_in": float(np.mean(last[:, arms.n_star - 1] < T / 2)),
                      "realizations": R}
                 )  # fmt: skip

@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from . import theory
-from .experiment import Study
+from .experiment import Study, pull_shares
 from .results import atomic_write_bytes
 
 __all__ = ["plot_results", "plot_study", "save_figure"]
@@ -298,15 +298,12 @@ def _plot_memory(study: Study) -> Figure:
     profiles, methods, colour, fig, grid = _profile_panels(study, rows=2)
     axes, below = grid[0], grid[1]
     width = 0.8 / len(methods)
-    pulls = study.tables[f"{cfg.name}_pulls"][0]
     T_small = min(r["T"] for r in study.rows)
+    ks = np.arange(1, cfg.K + 1)
     for ax, p in zip(below, cfg.profiles, strict=True):
         best = int(np.argmin(p.sigma2)) + 1
         for m in methods:
-            ks = sorted({r["k"] for r in pulls if r["method"] == m})
-            share = [next(r["pulls_mean"] for r in pulls if r["profile"] == p.name and
-                          r["T"] == T_small and r["method"] == m and r["k"] == k and
-                          r["n"] == best) / T_small for k in ks]  # fmt: skip
+            share = pull_shares(study, p.name, T_small, m, best)
             ax.plot(ks, share, color=colour[m], marker="o", ms=3, lw=1.4)
         ax.set_ylim(0, 1.02)
         ax.set_xticks(ks)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import theory
-from .experiment import Study
+from .experiment import Study, pull_shares
 from .results import atomic_write_bytes
 
 __all__ = ["Section", "claims", "write_report"]
@@ -253,13 +253,11 @@ def memory_section(study: Study, image: str) -> Section:
         locks.append(f"{p.name} {worst:.1%} (ideal misranking at T = {min(Ts)}: {floor:.1%})")
     per_iter = [m for m in methods if m not in memory]
     gain = [value("final_gap_ratio", first, m, min(Ts)) for m in per_iter]
-    pulls = study.tables[f"{cfg.name}_pulls"][0]
     best = int(np.argmin(cfg.profiles[0].sigma2)) + 1
 
     def share(m: str) -> str:
-        v = [r["pulls_mean"] for r in pulls if r["profile"] == first and r["T"] == min(Ts)
-             and r["method"] == m and r["n"] == best and r["k"] in (1, cfg.K)]  # fmt: skip
-        return f"`{m}` {v[0] / min(Ts):.0%} → {v[-1] / min(Ts):.0%}"
+        v = pull_shares(study, first, min(Ts), m, best)
+        return f"`{m}` {v[0]:.0%} → {v[-1]:.0%}"
 
     shares = "; ".join(share(m) for m in methods)
     text = (

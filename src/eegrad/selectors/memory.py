@@ -118,6 +118,7 @@ class MemoryRule(Selector):
         self._frozen_num = np.zeros((R, N))
         self._frozen_dof = np.zeros((R, N))
         self._frozen_pulls = np.zeros((R, N))
+        self._cache_pulls = np.zeros((R, N))  # pulls of the past iterates, folded ones included
         self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
         self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
         self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
@@ -215,7 +216,7 @@ class MemoryRule(Selector):
 
     def pulls(self) -> np.ndarray:
         """Pulls of each arm over all iterates so far (discounted), shape (R, N)."""
-        return self._frozen_pulls + self._past_count.sum(axis=1) + self.stats.count
+        return self._cache_pulls + self.stats.count
 
     def _past_terms(self) -> tuple[np.ndarray, np.ndarray]:
         return self._terms(self._past_count, self._past_where, self._past_sq, self.sigma2,
@@ -239,6 +240,7 @@ class MemoryRule(Selector):
             self._past_sq = self._past_sq[:, old:]
         self._cache_num = self._frozen_num + num.sum(axis=1)
         self._cache_dof = self._frozen_dof + nu.sum(axis=1)
+        self._cache_pulls = self._frozen_pulls + self._past_count.sum(axis=1)
 
     def _refit_current(self) -> tuple[np.ndarray, np.ndarray]:
         """One block sweep with the current iterate; returns (σ², ν) per arm."""
