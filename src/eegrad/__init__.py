@@ -38,6 +38,7 @@ from .selectors import (
     ProtocolError,
     RoundRobin,
     Selector,
+    SpreadThompson,
     ThompsonVariance,
     default_selector,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "RoundRobin",
     "SGDResult",
     "Selector",
+    "SpreadThompson",
     "ThompsonVariance",
     "Truth",
     "Uniform",

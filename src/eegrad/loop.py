@@ -43,6 +43,12 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
+def _all_finite(x: Any) -> bool:
+    if _is_torch(x):
+        return bool(x.isfinite().all().item())
+    return bool(np.all(np.isfinite(x)))
+
+
 class _NumpyBackend:
     """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
     allocation. The estimate Σ_t G_t = Σ_n γ_n m_n is formed once, in result().
@@ -88,6 +94,17 @@ class _NumpyBackend:
     def gram_row(self, arm: int) -> np.ndarray:
         """⟨m_n − r, m_arm − r⟩ for every n, shape (N,)."""
         return np.asarray(self.mean @ self.mean[arm], dtype=np.float64)
+
+    def stack(self, parts: Any) -> np.ndarray:
+        return np.asarray(np.stack([np.asarray(p) for p in parts]) if isinstance(parts, list | tuple)
+                          else parts, dtype=self.dtype)  # fmt: skip
+
+    def combine(self, parts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
+        """The weighted mean of the parts and their pair sum Σ_{i<j}‖g_i − g_j‖² (host float)."""
+        from .spread import pair_sum
+
+        p = (weights / weights.sum()).astype(self.dtype)
+        return p @ parts, float(pair_sum(parts.astype(np.float64), weights))
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
         out = counts.astype(self.dtype) @ self.mean / T
@@ -136,6 +153,21 @@ class _TorchBackend:
         """N numbers to the host: ⟨m_n − r, m_arm − r⟩."""
         row = self.mean @ self.mean[arm]
         return row.detach().cpu().to(self.torch.float64).numpy()
+
+    def stack(self, parts: Any) -> Any:
+        t = self.torch.stack(list(parts)) if isinstance(parts, list | tuple) else parts
+        return t.detach().to(device=self.mean.device, dtype=self.dtype)
+
+    def combine(self, parts: Any, weights: np.ndarray) -> tuple[Any, float]:
+        """Weighted mean (on the device) and the pair sum (one scalar to the host)."""
+        present = weights > 0
+        p = self.torch.as_tensor(weights / weights.sum(), dtype=self.dtype,
+                                 device=self.mean.device)  # fmt: skip
+        keep = self.torch.as_tensor(present, device=self.mean.device)
+        sub = parts[keep]
+        dev = sub - sub.mean(dim=0)
+        y = float(present.sum()) * float((dev * dev).sum().item())
+        return p @ parts, y
 
     def result(self, counts: np.ndarray, T: int) -> Any:
         weights = self.torch.as_tensor(counts, dtype=self.dtype, device=self.mean.device)
@@ -268,22 +300,28 @@ class GradientEstimator:
             raise fail("gradient", "GradientEstimator.tell",
                        f"a flat vector of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
-        if self._backend is not None and self.t == 0 and not self._backend.fits(gradient):
+        self._ensure_backend(gradient)
+        self._record(self._backend.convert(gradient), None)
+
+    def _ensure_backend(self, like: Any) -> None:
+        if self._backend is not None and self.t == 0 and not self._backend.fits(like):
             self._backend = None  # a new estimate in another type or device
         if self._backend is None:
             centred = self._mode == "gram"
-            if _is_torch(gradient):
-                self._backend = _TorchBackend(self.N, self.dim, gradient, self.accumulate_dtype,
+            if _is_torch(like):
+                self._backend = _TorchBackend(self.N, self.dim, like, self.accumulate_dtype,
                                               centred=centred)  # fmt: skip
             else:
                 self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype,
                                               centred=centred)  # fmt: skip
-        elif _is_torch(gradient) != isinstance(self._backend, _TorchBackend):
+        elif _is_torch(like) != isinstance(self._backend, _TorchBackend):
             raise InvalidParameterTypeError(
-                "The 'gradient' parameter of GradientEstimator.tell changed type within an "
-                f"estimate (round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
+                "The gradients told to GradientEstimator changed type within an estimate "
+                f"(round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
             )
-        g = self._backend.convert(gradient)
+
+    def _record(self, g: Any, pairs: tuple[float, np.ndarray] | None) -> None:
+        """Add the round's output g (in the backend) to the statistics and tell the rule."""
         arm = self._pending
         cnt = int(self.selector.counts[0, arm]) + 1
         # ‖G − m‖² is finite exactly when G is (m is): the check costs no extra pass, and it
@@ -295,7 +333,9 @@ class GradientEstimator:
             )
         self._backend.commit(arm, cnt)
         arms = np.array([arm])
-        if self._mode == "full":
+        if pairs is not None and self.selector.uses_parts:
+            self.selector._observe_pairs(arms, np.array([pairs[0]]), pairs[1][None])
+        elif self._mode == "full":
             host = g.detach().cpu().numpy() if _is_torch(g) else g
             self.selector._observe(arms, np.asarray(host, dtype=np.float64)[None])
         elif self._mode == "gram":
@@ -304,6 +344,60 @@ class GradientEstimator:
             self.selector._observe_summary(arms, np.array([inc]))
         self._pending = None
         self.t += 1
+
+    def tell_parts(self, parts: Any, weights: Any) -> None:
+        """The pull told as its parts: the n updates (clients, data-parallel workers) whose
+        weighted mean is the round's gradient, with the samples each used.
+
+        Parameters
+        ----------
+        parts : array or tensor of shape (n, dim), or a sequence of n flat vectors
+            NumPy arrays or PyTorch tensors (kept on their device). n may be smaller than the
+            size asked for (failed workers): the round uses the parts that came.
+        weights : array_like of shape (n,)
+            Samples used by each part, >= 0, not all 0 (0: a part left out).
+
+        The round's gradient is :math:`\sum_i \omega_i g_i / \sum_i \omega_i`. A rule that
+        learns from parts (:class:`~eegrad.SpreadThompson`) is also told their pair sum
+        (one scalar from the device) and the n weights; other rules see only the mean.
+        """
+        owner = "GradientEstimator.tell_parts"
+        if self._pending is None:
+            raise ProtocolError(
+                "tell_parts() without a pending ask(): ask() for the mini-batch size first"
+            )
+        if isinstance(parts, list | tuple) and len(parts) == 0:
+            raise fail("parts", owner, "at least one part", "no parts")
+        first = parts[0] if isinstance(parts, list | tuple) else parts
+        self._ensure_backend(first)
+        G = self._backend.stack(parts)
+        shape = tuple(G.shape)
+        if len(shape) != 2 or shape[1] != self.dim:
+            raise fail("parts", owner, f"n flat vectors of length dim = {self.dim}",
+                       f"shape {shape} at round {self.t + 1}")  # fmt: skip
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (shape[0],):
+            raise fail("weights", owner, f"one weight per part, shape ({shape[0]},)",
+                       f"shape {w.shape} at round {self.t + 1}")  # fmt: skip
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+            raise fail("weights", owner, "finite, >= 0 and not all 0 (samples used)", w)
+        mean, y = self._backend.combine(G, w)
+        if not math.isfinite(y):
+            bad = [i for i in range(shape[0]) if not bool(_all_finite(G[i]))]
+            raise NonFiniteGradientError(
+                f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
+                "contain NaN or Inf."
+            )
+        self._record(mean, (y, w))
+
+    def withdraw(self) -> None:
+        """Give up the pending round (e.g. every client failed): nothing is recorded and the
+        next :meth:`ask` is for the same round number. The rule's random draws for it are spent.
+        """
+        if self._pending is None:
+            raise ProtocolError("withdraw() without a pending ask()")
+        self.selector.withdraw()
+        self._pending = None
 
     def result(self) -> Any:
         """The estimate G = (1/T) Σ_t G_t = (1/T) Σ_n γ_n m_n, in the gradients' type (and

@@ -6,6 +6,7 @@ from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
 from .memory import MemoryKLLCB, MemoryRule, MemoryThompson
 from .rules import KLLCB, ChiSquareLCB, ThompsonVariance
+from .spread import SpreadThompson
 
 __all__ = [
     "DEFAULT_RULE",
@@ -22,6 +23,7 @@ __all__ = [
     "ProtocolError",
     "RoundRobin",
     "Selector",
+    "SpreadThompson",
     "ThompsonVariance",
     "default_selector",
 ]

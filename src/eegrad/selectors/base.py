@@ -40,6 +40,9 @@ class Selector:
     needs_truth: bool = False
     #: Whether the rule keeps per-arm Welford statistics (rules that ignore them skip the work).
     uses_statistics: bool = True
+    #: Whether the rule learns from the parts of a pull (:meth:`tell_parts`): such a rule is
+    #: told their pair sum and weights; any other rule is told their weighted mean.
+    uses_parts: bool = False
 
     def __init__(self) -> None:
         self._shape: tuple[int, int, int] | None = None
@@ -106,12 +109,15 @@ class Selector:
         self._pending = arms
         return arms
 
+    def _check_pending(self, arms: np.ndarray, call: str) -> None:
+        if self._pending is None:
+            raise ProtocolError(f"{self!r}: {call}() without a pending ask()")
+        if not np.array_equal(arms, self._pending):
+            raise ProtocolError(f"{self!r}: {call}() with other arms than the last ask() returned")
+
     def tell(self, arms: np.ndarray, gradients: np.ndarray) -> None:
         """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask."""
-        if self._pending is None:
-            raise ProtocolError(f"{self!r}: tell() without a pending ask()")
-        if not np.array_equal(arms, self._pending):
-            raise ProtocolError(f"{self!r}: tell() with other arms than the last ask() returned")
+        self._check_pending(arms, "tell")
         R, _, d = self._shape  # type: ignore[misc]
         g = np.asarray(gradients, dtype=np.float64)
         if g.shape != (R, d):
@@ -119,6 +125,57 @@ class Selector:
         if not np.all(np.isfinite(g)):
             raise fail("gradients", f"{type(self).__name__}.tell", "finite (no NaN or Inf)", g)
         self._observe(arms, g)
+
+    def tell_parts(self, arms: np.ndarray, parts: np.ndarray, weights: np.ndarray) -> None:
+        r"""Record a pull told as its parts: the n updates whose weighted mean is the pull's
+        output (federated clients, data-parallel workers), as DESIGN.md's decision 3 allows.
+
+        Parameters
+        ----------
+        arms : ndarray of shape (R,)
+            The arms of the last :meth:`ask`.
+        parts : ndarray of shape (R, m, d)
+            Each realization's parts, padded to m with parts of weight 0 (realizations may have
+            fewer parts than their arm asked for, e.g. failed clients).
+        weights : ndarray of shape (R, m)
+            The samples each part used, >= 0; each realization needs one > 0.
+
+        A rule that learns from parts (``uses_parts``, e.g. :class:`~eegrad.SpreadThompson`)
+        is told their pair sum :math:`\sum_{i<j}\|g_i - g_j\|^2` and weights
+        (:mod:`eegrad.spread`); any other rule the weighted mean
+        :math:`\sum_i \omega_i g_i / \sum_i \omega_i`, as if by :meth:`tell`.
+        """
+        from ..spread import pair_sum, weighted_mean
+
+        self._check_pending(arms, "tell_parts")
+        R, _, d = self._shape  # type: ignore[misc]
+        owner = f"{type(self).__name__}.tell_parts"
+        g = np.asarray(parts, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        if g.ndim != 3 or g.shape[0] != R or g.shape[2] != d:
+            raise fail("parts", owner, f"of shape ({R}, m, {d})", g.shape)
+        if w.shape != g.shape[:2]:
+            raise fail("weights", owner, f"of shape {g.shape[:2]}, one per part", w.shape)
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise fail("weights", owner, "finite and >= 0 (samples used)", w)
+        if not np.all(np.any(w > 0, axis=1)):
+            raise fail("weights", owner, "> 0 for at least one part of every realization", w)
+        if not np.all(np.isfinite(g)):
+            raise fail("parts", owner, "finite (no NaN or Inf)", g)
+        if self.uses_parts:
+            self._observe_pairs(arms, pair_sum(g, w), w)
+        else:
+            self._observe(arms, weighted_mean(g, w))
+
+    def withdraw(self) -> None:
+        """Cancel the pending ask (its round is lost: nothing is recorded)."""
+        if self._pending is None:
+            raise ProtocolError(f"{self!r}: withdraw() without a pending ask()")
+        self._pending = None
+
+    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray) -> None:
+        """Record a round from its parts' summary: pair sums (R,) and weights (R, m)."""
+        raise ProtocolError(f"{self!r} does not learn from parts: tell it their mean")
 
     def _observe_summary(self, arms: np.ndarray, sq_increment: np.ndarray) -> None:
         """Record a round from its summary alone — the increment of Σ‖G − m‖² of the pulled

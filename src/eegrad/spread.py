@@ -1,0 +1,236 @@
+r"""What the n parts of one pull say about the variance of their weighted mean.
+
+A federated server (or a data-parallel trainer) receives the n updates :math:`g_1, \dots, g_n`
+of the clients (workers) it asked, each with a weight :math:`\omega_i` — the samples it used —
+before it averages them into :math:`\bar g = \sum_i p_i g_i`, :math:`p_i = \omega_i / \sum_j
+\omega_j`. The paper's mini-batch oracle MBO(n) returns only :math:`\bar g`; its parts carry,
+within one round and at one iterate w, evidence about the variance of :math:`\bar g`.
+
+**The client-sampling model.** :math:`g_i = \mu_{c_i} + e_i`: the n clients :math:`c_i` are drawn
+uniformly *without replacement* from a population of K (``population=None``: K = ∞, i.e. drawn
+with replacement or from a large population); the target is the population's mean gradient
+:math:`\bar\mu = \frac1K \sum_k \mu_k`; the device noise :math:`e_i` is independent, of mean
+zero, with :math:`\mathbb E\|e_i\|^2 = \tau^2 / \omega_i` (a gradient on :math:`\omega_i`
+samples); the weights do not depend on which clients were drawn. With the between-client
+variance :math:`S^2 = \frac{1}{K-1}\sum_k \|\mu_k - \bar\mu\|^2`,
+
+.. math::
+
+    \mathbb E\|g_i - g_j\|^2 = 2 S^2 + \tau^2 \left(\frac{1}{\omega_i} + \frac{1}{\omega_j}\right)
+    \quad (i \ne j),
+
+.. math::
+
+    v = \mathbb E\|\bar g - \bar\mu\|^2
+      = S^2 \left(\sum_i p_i^2 - \frac1K\right) + \tau^2 \sum_i \frac{p_i^2}{\omega_i}.
+
+The :math:`-S^2/K` term is the finite-population correction: asking all K clients removes the
+between-client part. It is the paper's :math:`\sigma_n^2 S(w)` (the trace of the covariance of
+MBO(n)'s output) with between-client heterogeneity included, which the paper's model, with
+i.i.d. gradients, cannot see.
+
+Two statistics of one round:
+
+* :func:`pair_statistics` — :math:`y = \sum_{i<j}\|g_i - g_j\|^2` and its design
+  :math:`x = (n(n-1),\ (n-1)\sum_i 1/\omega_i)`, with :math:`\mathbb E\,y = x \cdot (S^2, \tau^2)`
+  exactly under the model (with or without replacement). Rounds of different n (or different
+  weights) separate :math:`S^2` from :math:`\tau^2`; :class:`eegrad.SpreadThompson` fits them
+  across rounds and arms.
+* :func:`spread_variance` — an estimate of v from the round alone, without a model of how the
+  parts' covariances depend on their weights (see its notes for the exact conditions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._validation import InvalidParameterError, InvalidParameterTypeError, check_integer, fail
+
+__all__ = [
+    "check_parts",
+    "pair_design",
+    "pair_statistics",
+    "pair_sum",
+    "predicted_variance",
+    "spread_variance",
+    "weighted_mean",
+]
+
+
+def check_parts(parts: Any, weights: Any, owner: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate one round's parts (n, d) and weights (n,) (float64 copies); raise a clear error.
+
+    Weights are the samples each part used: finite, >= 0, not all zero. A part of weight 0 is
+    absent (as in padded arrays). Parts must be finite.
+    """
+    g = np.asarray(parts, dtype=np.float64)
+    if g.ndim != 2 or g.shape[0] < 1:
+        raise fail("parts", owner, "an array of shape (n, d) with n >= 1", f"shape {g.shape}")
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (g.shape[0],):
+        raise fail("weights", owner, f"an array of shape ({g.shape[0]},), one per part",
+                   f"shape {w.shape}")  # fmt: skip
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise fail("weights", owner, "finite and >= 0 (the samples each part used)", w)
+    if not np.any(w > 0):
+        raise fail("weights", owner, "not all zero", w)
+    if not np.all(np.isfinite(g)):
+        bad = np.flatnonzero(~np.all(np.isfinite(g), axis=1)).tolist()
+        raise InvalidParameterError(
+            f"The 'parts' parameter of {owner} must be finite (no NaN or Inf). Got NaN or Inf "
+            f"in part(s) {bad} instead."
+        )
+    return g, w
+
+
+def weighted_mean(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    r"""The round's output :math:`\bar g = \sum_i p_i g_i`, :math:`p_i = \omega_i/\sum_j\omega_j`.
+
+    ``parts`` (..., n, d) and ``weights`` (..., n); leading axes are batch axes.
+    """
+    p = weights / weights.sum(axis=-1, keepdims=True)
+    return np.einsum("...n,...nd->...d", p, parts)
+
+
+def pair_statistics(parts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The pair sum of one round and its design: :math:`\mathbb E\,y = x\cdot(S^2, \tau^2)`.
+
+    .. math::
+
+        y = \sum_{i<j} \|g_i - g_j\|^2 = n \sum_i \|g_i - \tilde g\|^2, \qquad
+        x = \Bigl(n(n-1),\ (n-1) \sum_i \frac{1}{\omega_i}\Bigr),
+
+    :math:`\tilde g` the unweighted mean of the parts present (weight > 0), n their number.
+
+    Parameters
+    ----------
+    parts : ndarray, shape (..., m, d)
+        The parts; those of weight 0 are absent (padding).
+    weights : ndarray, shape (..., m)
+        Samples used by each part, >= 0.
+
+    Returns
+    -------
+    y : ndarray, shape (...)
+    x : ndarray, shape (..., 2)
+        Both zero for a round with fewer than two parts.
+    """
+    return pair_sum(parts, weights), pair_design(weights)
+
+
+def pair_sum(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    r""":math:`y = \sum_{i<j}\|g_i - g_j\|^2` over the parts of weight > 0, shape (...)."""
+    present = weights > 0
+    n = present.sum(axis=-1).astype(np.float64)
+    centre = np.einsum("...m,...md->...d", present, parts) / np.maximum(n, 1.0)[..., None]
+    dev = np.where(present[..., None], parts - centre[..., None, :], 0.0)
+    return n * np.einsum("...md,...md->...", dev, dev)
+
+
+def pair_design(weights: np.ndarray) -> np.ndarray:
+    r"""The design :math:`x = (n(n-1), (n-1)\sum_i 1/\omega_i)` of :func:`pair_sum`, shape
+    (..., 2), from the weights alone (0 = absent)."""
+    present = weights > 0
+    n = present.sum(axis=-1).astype(np.float64)
+    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0).sum(axis=-1)
+    return np.stack([n * (n - 1.0), (n - 1.0) * inv], axis=-1)
+
+
+def predicted_variance(
+    S2: np.ndarray | float,
+    tau2: np.ndarray | float,
+    weights: np.ndarray,
+    population: int | None = None,
+) -> np.ndarray:
+    r"""The model's :math:`v = S^2(\sum p_i^2 - 1/K) + \tau^2 \sum p_i^2/\omega_i` for a round
+    with ``weights`` (..., m) (0 = absent); see the module's notes."""
+    total = weights.sum(axis=-1)
+    p = weights / total[..., None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        noise = np.where(weights > 0, p * p / np.where(weights > 0, weights, 1.0), 0.0)
+    fpc = 0.0 if population is None else 1.0 / population
+    return np.asarray(S2) * ((p * p).sum(axis=-1) - fpc) + np.asarray(tau2) * noise.sum(axis=-1)
+
+
+def spread_variance(parts: Any, weights: Any, population: int | None = None) -> float:
+    r"""Estimate :math:`\operatorname{tr}\operatorname{Cov}(\bar g)` from one round's n parts.
+
+    With :math:`p_i = \omega_i / \sum_j \omega_j` and :math:`r_i = \|g_i - \bar g\|^2`,
+
+    .. math::
+
+        \hat v = \sum_i c_i r_i, \qquad
+        c_i = \frac{p_i^2}{(1 - 2p_i)(1 + A)}, \qquad
+        A = \sum_j \frac{p_j^2}{1 - 2p_j}.
+
+    **Exactly unbiased** for :math:`\sum_i p_i^2 \operatorname{tr}\Sigma_i` whenever the parts
+    are independent with a common mean and *any* covariances :math:`\Sigma_i` (so no model of how
+    the noise depends on the weights is needed), provided every :math:`p_i < 1/2` (n >= 3, no
+    dominant part). Proof: :math:`\mathbb E\,r_i = (1 - 2p_i)\operatorname{tr}\Sigma_i + v`, and
+    the :math:`c_i` solve :math:`c_i(1-2p_i) + p_i^2 \sum_j c_j = p_i^2`. For equal weights it is
+    the familiar :math:`\sum_i \|g_i - \bar g\|^2 / (n(n-1))`. Clients drawn at random *with
+    replacement* give independent parts with a common mean, the population's, and each part's
+    covariance then includes the between-client spread.
+
+    Where some :math:`p_i \ge 1/2` (n = 2 with unequal weights, or one dominant part) no
+    unbiased estimator exists without a model; the estimate is then
+    :math:`\sum_i p_i^2 \cdot \sum_i \|g_i - \tilde g\|^2/(n-1)` (:math:`\tilde g` the unweighted
+    mean), unbiased when the parts' covariances are equal.
+
+    **Sampling without replacement** from K clients (``population=K``) makes the true variance
+    smaller by :math:`S^2/K` (the module's notes). One round cannot separate :math:`S^2` from the
+    device noise, so this estimate is *not* corrected for it: it overestimates by at most
+    :math:`S^2/K`, on the safe side. :class:`eegrad.SpreadThompson` separates the two across rounds
+    (:func:`pair_statistics`) and applies the correction. ``population`` is checked only.
+
+    Parameters
+    ----------
+    parts : array_like, shape (n, d)
+        The n updates of one round, n >= 2.
+    weights : array_like, shape (n,)
+        Samples used by each part (> 0).
+    population : int, optional
+        K, the number of clients sampled from (>= n); checked for consistency only.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from eegrad.spread import spread_variance
+    >>> parts = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> round(spread_variance(parts, [1, 1, 1]), 4)  # Σ‖g − ḡ‖² / (n(n − 1))
+    0.2222
+    """
+    owner = "spread_variance"
+    g, w = check_parts(parts, weights, owner)
+    if np.any(w == 0):
+        raise fail("weights", owner, "> 0 for every part", w)
+    n = g.shape[0]
+    if n < 2:
+        raise fail("parts", owner, "at least 2 parts: one part has no within-round spread",
+                   f"{n} part")  # fmt: skip
+    if population is not None:
+        check_integer(population, "population", owner, ge=n)
+    p = w / w.sum()
+    if np.all(p < 0.5):
+        r = ((g - p @ g) ** 2).sum(axis=1)
+        a = p * p / (1.0 - 2.0 * p)
+        return float((a * r).sum() / (1.0 + a.sum()))
+    dev = g - g.mean(axis=0)
+    return float((p * p).sum() * (dev * dev).sum() / (n - 1))
+
+
+def _check_population(population: Any, owner: str) -> int | None:
+    if population is None:
+        return None
+    if isinstance(population, bool) or not isinstance(population, (int, np.integer)):
+        raise InvalidParameterTypeError(
+            f"The 'population' parameter of {owner} must be an int >= 2 or None. "
+            f"Got {population!r} instead."
+        )
+    return check_integer(population, "population", owner, ge=2)
