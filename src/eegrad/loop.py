@@ -346,7 +346,7 @@ class GradientEstimator:
         self.t += 1
 
     def tell_parts(self, parts: Any, weights: Any) -> None:
-        """The pull told as its parts: the n updates (clients, data-parallel workers) whose
+        r"""The pull told as its parts: the n updates (clients, data-parallel workers) whose
         weighted mean is the round's gradient, with the samples each used.
 
         Parameters

@@ -41,6 +41,7 @@ that order), which separates :math:`S^2` from :math:`\tau^2`. Then posterior sam
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -131,7 +132,7 @@ class SpreadThompson(Selector):
         self._line = np.zeros((R, 5))  # Σ1, Σs, Σs², Σω, Σsω over parts: ω ≈ a + b s
         spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
         self._spend = np.asarray(spend, dtype=np.float64)
-        warm = [N, 2, int(round(np.sqrt(2.0 * N)))]
+        warm = [N, 2, round(math.sqrt(2.0 * N))]
         self.warmup = [n - 1 for i, n in enumerate(warm) if 1 <= n <= N and n not in warm[:i]]
 
     def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
