@@ -132,29 +132,7 @@ class Arms:
                     f"callable n -> D(n). Got {aggregation!r} instead."
                 )
         B = check_real(budget, "budget", owner, gt=0)
-        max_arms = check_integer(max_arms, "max_arms", owner, ge=1)
-        c_min = float(cost.c_min)
-
-        n_all = np.arange(1, max_arms + 2, dtype=np.float64)
-        D_all = aggregation(n_all)
-        if not np.all(np.isfinite(D_all[:1])) or D_all[0] != 0.0:
-            raise fail("aggregation", owner, "a cost with D(1) = 0", f"D(1) = {D_all[0]!r}")
-        feasible = n_all * c_min + D_all < B
-        if not feasible[0]:
-            raise fail(
-                "budget",
-                owner,
-                f"> c_min + D(1) = {c_min:g}, so that N = max{{n : B > n c_min + D(n)}} >= 1",
-                B,
-            )
-        N = int(np.argmin(feasible)) if not feasible.all() else max_arms + 1
-        D = D_all[: N + 1]
-        if not np.all(np.isfinite(D)) or np.any(np.diff(D) < 0):
-            raise fail("aggregation", owner, "increasing and finite on n = 1..N+1", D.tolist())
-        if N > max_arms:
-            raise fail(
-                "budget", owner, f"a budget that admits at most max_arms = {max_arms} arms", B
-            )
+        N, D = feasible_arms(float(cost.c_min), aggregation, B, max_arms=max_arms, owner=owner)
         # The feasible set {n : B > n c_min + D(n)} is then {1..N}.
         n = np.arange(1, N + 1)
         spend = (B - D[:N]) / n
@@ -201,3 +179,39 @@ def _check_strictly_increasing(
     back = np.asarray(cost(theta), dtype=np.float64)
     if not np.allclose(back, spend, rtol=1e-8, atol=1e-12):
         raise fail("cost", owner, "consistent with its inverse (C(C⁻¹(x)) = x)", back.tolist())
+
+
+def feasible_arms(
+    c_min: float,
+    aggregation: AggregationCost,
+    budget: float,
+    *,
+    max_arms: int = 100_000,
+    owner: str = "feasible_arms",
+) -> tuple[int, np.ndarray]:
+    r"""N = max{n : B > n c_min + D(n)} and D(1..N+1), with the checks of :meth:`Arms.from_costs`.
+
+    Raises the same errors: no feasible arm, D(1) != 0, D decreasing or not finite, N > max_arms.
+    """
+    B = check_real(budget, "budget", owner, gt=0)
+    max_arms = check_integer(max_arms, "max_arms", owner, ge=1)
+    n_all = np.arange(1, max_arms + 2, dtype=np.float64)
+    D_all = aggregation(n_all)
+    if not np.all(np.isfinite(D_all[:1])) or D_all[0] != 0.0:
+        raise fail("aggregation", owner, "a cost with D(1) = 0", f"D(1) = {D_all[0]!r}")
+    feasible = n_all * c_min + D_all < B
+    if not feasible[0]:
+        raise fail(
+            "budget",
+            owner,
+            f"> c_min + D(1) = {c_min:g}, so that N = max{{n : B > n c_min + D(n)}} >= 1",
+            B,
+        )
+    N = int(np.argmin(feasible)) if not feasible.all() else max_arms + 1
+    D = D_all[: N + 1]
+    if not np.all(np.isfinite(D)) or np.any(np.diff(D) < 0):
+        raise fail("aggregation", owner, "increasing and finite on n = 1..N+1", D.tolist())
+    if N > max_arms:
+        raise fail("budget", owner, f"a budget that admits at most max_arms = {max_arms} arms", B)
+    return N, D
+

@@ -1,0 +1,33 @@
+"""EE-Grad where federated learning runs: a Flower strategy and its client side.
+
+The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41). A Flower user swaps
+``FedAvg`` for :class:`EEGradStrategy` in their ``ServerApp`` and wraps their gradient code with
+:func:`budgeted_train` in their ``ClientApp``; the rest of the app stays. :class:`LocalGrid`
+runs a strategy and a ``ClientApp`` in one process, synchronously, for tests and seeded studies.
+
+``import eegrad`` never imports Flower; importing this module without it raises an error that
+names the extra.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr  # noqa: F401
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        "eegrad.flower needs Flower: install the 'flower' extra, "
+        "pip install \"eegrad[flower]\" (flwr[simulation]==1.41.0)."
+    ) from exc
+
+from .client import DeviceCost, WallClock, budgeted_train
+from .grid import LocalGrid
+from .strategy import ClientUpdateError, EEGradStrategy
+
+__all__ = [
+    "ClientUpdateError",
+    "DeviceCost",
+    "EEGradStrategy",
+    "LocalGrid",
+    "WallClock",
+    "budgeted_train",
+]

@@ -1,0 +1,208 @@
+r"""The client side: a train function that honours the share of the round's budget it is sent.
+
+The server (:class:`~eegrad.flower.EEGradStrategy`, or Flower's ``FedAvg`` with the share in its
+``train_config``) sends each of the n clients it asks the model and ``budget-share``, the
+per-client spend :math:`(B - D(n))/n` of the paper's Section 2. :func:`budgeted_train` turns a
+user's gradient function into a Flower train function that spends it, in one of two modes:
+
+* :class:`DeviceCost` — *virtual cost* (deterministic, for tests and studies): the device has a
+  fixed overhead and a speed, :math:`C_i(b) = o_i + b / s_i` for a batch of b samples, and
+  processes the largest batch its share affords, :math:`b = \lfloor (\text{share} - o_i) s_i
+  \rfloor` (at most ``max_samples``).
+* :class:`WallClock` — *real time*: the client computes gradients on mini-batches of ``chunk``
+  samples until its share, in seconds (``seconds_per_unit`` per budget unit), is spent, and
+  reports the samples used and the time taken. The unknown cost-fidelity function C is then the
+  real device.
+
+Either way the reply is what ``FedAvg`` expects — the updated arrays and a metric record with
+``num-examples`` (the samples used, the weight of the update) — plus ``cost`` (budget units
+spent) and ``seconds``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+
+from .._validation import InvalidParameterError, check_callable, check_integer, check_real
+
+__all__ = ["DeviceCost", "WallClock", "budgeted_train"]
+
+#: The config key the server sends the per-client spend under.
+SHARE_KEY = "budget-share"
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    r"""A virtual device: a batch of b samples costs :math:`o + b/s` budget units.
+
+    Parameters
+    ----------
+    overhead : float
+        o >= 0, the fixed cost of taking part (start-up, communication).
+    speed : float
+        s > 0, samples per budget unit.
+    max_samples : int, optional
+        The largest batch (e.g. the client's data size): a larger share buys no more.
+    """
+
+    overhead: float
+    speed: float
+    max_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        check_real(self.overhead, "overhead", "DeviceCost", ge=0)
+        check_real(self.speed, "speed", "DeviceCost", gt=0)
+        if self.max_samples is not None:
+            check_integer(self.max_samples, "max_samples", "DeviceCost", ge=1)
+
+    def samples(self, share: float) -> int:
+        """The largest batch the share affords: ⌊(share − o) s⌋, at most ``max_samples``."""
+        b = math.floor((share - self.overhead) * self.speed + 1e-9)
+        return b if self.max_samples is None else min(b, self.max_samples)
+
+    def cost(self, samples: int) -> float:
+        """The cost of a batch: o + b/s."""
+        return self.overhead + samples / self.speed
+
+
+@dataclass(frozen=True)
+class WallClock:
+    """Real time: a share of u budget units is ``u * seconds_per_unit`` seconds of computing.
+
+    Parameters
+    ----------
+    seconds_per_unit : float
+        Seconds per budget unit, > 0.
+    chunk : int
+        Samples per gradient call, >= 1.
+    max_samples : int, optional
+        Stop early after this many samples.
+    """
+
+    seconds_per_unit: float = 1.0
+    chunk: int = 8
+    max_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        check_real(self.seconds_per_unit, "seconds_per_unit", "WallClock", gt=0)
+        check_integer(self.chunk, "chunk", "WallClock", ge=1)
+        if self.max_samples is not None:
+            check_integer(self.max_samples, "max_samples", "WallClock", ge=1)
+
+
+Gradient = Callable[[list[np.ndarray], int, Context, ConfigRecord], list[np.ndarray]]
+
+
+def budgeted_train(
+    gradient: Gradient,
+    device: DeviceCost | WallClock | Callable[[Context, ConfigRecord], DeviceCost | WallClock],
+    *,
+    lr: float = 0.1,
+    local_steps: int = 1,
+    arrayrecord_key: str = "arrays",
+    configrecord_key: str = "config",
+) -> Callable[[Message, Context], Message]:
+    r"""Turn ``gradient(arrays, batch_size, context, config)`` into a Flower train function that spends
+    the share of the budget it is sent.
+
+    Parameters
+    ----------
+    gradient : callable
+        ``gradient(arrays, batch_size, context, config) -> list of arrays``: the gradient of the
+        loss at the model ``arrays`` (a list of NumPy arrays, in the ArrayRecord's order) on a
+        fresh mini-batch of ``batch_size`` samples of the client's data (drawn as the user
+        likes); ``config`` is the ConfigRecord the server sent (``server-round``,
+        ``budget-share`` and the run's ``train_config``).
+    device : DeviceCost, WallClock, or callable
+        The budget model, or ``(context, config) -> model`` for heterogeneous devices (e.g.
+        from ``context.node_config["partition-id"]``).
+    lr : float
+        Local step size. With ``local_steps=1`` (FedSGD) the update the server receives is
+        ``lr`` times one gradient on the whole batch — the paper's model; with more local steps
+        the batch is split among them and the update is a model delta (a pseudo-gradient,
+        biased by client drift, which the paper's model does not cover).
+    local_steps : int
+        Local SGD steps, >= 1.
+
+    Returns
+    -------
+    callable
+        ``train(message, context) -> Message``, to register with ``@app.train()`` or call from
+        it. The reply holds the updated arrays under ``arrayrecord_key`` and a metric record
+        ``metrics`` with ``num-examples``, ``cost`` and ``seconds``.
+
+    Raises
+    ------
+    InvalidParameterError
+        In the client, when the message has no ``budget-share`` or the share buys no sample;
+        Flower returns it to the server as the node's error reply.
+
+    Examples
+    --------
+    >>> from flwr.clientapp import ClientApp
+    >>> from eegrad.flower import DeviceCost, budgeted_train
+    >>> def gradient(arrays, batch_size, context, config):
+    ...     return [a * 0.0 for a in arrays]  # the user's code
+    >>> app = ClientApp()
+    >>> train = app.train()(budgeted_train(gradient, DeviceCost(overhead=1.0, speed=4.0)))
+    """
+    owner = "budgeted_train"
+    check_callable(gradient, "gradient", owner)
+    lr = check_real(lr, "lr", owner, gt=0)
+    local_steps = check_integer(local_steps, "local_steps", owner, ge=1)
+    if not isinstance(device, DeviceCost | WallClock):
+        check_callable(device, "device", owner)
+
+    def train(msg: Message, context: Context) -> Message:
+        record = msg.content[arrayrecord_key]
+        keys = list(record.keys())
+        arrays = [record[k].numpy().astype(np.float64) for k in keys]
+        config = msg.content[configrecord_key]
+        if SHARE_KEY not in config:
+            raise InvalidParameterError(
+                f"The train message has no {SHARE_KEY!r} in its config: the server must send each "
+                "client its share of the round's budget (EEGradStrategy does; with FedAvg put it "
+                "in train_config)."
+            )
+        share = float(config[SHARE_KEY])
+        model = device if isinstance(device, DeviceCost | WallClock) else device(context, config)
+        start = time.perf_counter()
+        if isinstance(model, DeviceCost):
+            total = model.samples(share)
+            if total < 1:
+                raise InvalidParameterError(
+                    f"The budget share {share:g} buys no sample on this device (overhead "
+                    f"{model.overhead:g}, speed {model.speed:g}): the server's c_min is too low."
+                )
+            sizes = [total // local_steps + (i < total % local_steps) for i in range(local_steps)]
+            for b in (s for s in sizes if s > 0):
+                g = gradient(arrays, b, context, config)
+                arrays = [a - lr * gi for a, gi in zip(arrays, g, strict=True)]
+            cost = model.cost(total)
+        else:
+            seconds = share * model.seconds_per_unit
+            total, acc = 0, None
+            while True:  # at least one chunk, then until the time share is spent
+                g = gradient(arrays, model.chunk, context, config)
+                acc = [gi * model.chunk for gi in g] if acc is None else [
+                    a + gi * model.chunk for a, gi in zip(acc, g, strict=True)]  # fmt: skip
+                total += model.chunk
+                elapsed = time.perf_counter() - start
+                full = model.max_samples is not None and total >= model.max_samples
+                if elapsed >= seconds or full:
+                    break
+            arrays = [a - lr * s / total for a, s in zip(arrays, acc, strict=True)]
+            cost = (time.perf_counter() - start) / model.seconds_per_unit
+        out = ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(keys, arrays, strict=True)})
+        metrics = MetricRecord({"num-examples": int(total), "cost": float(cost),
+                                "seconds": time.perf_counter() - start})  # fmt: skip
+        return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
+
+    return train
+

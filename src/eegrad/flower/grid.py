@@ -1,0 +1,122 @@
+"""A Flower ``Grid`` that runs a ``ClientApp`` in this process, synchronously.
+
+Flower's simulation runtime starts Ray and runs client calls in worker processes — the way to
+run a Flower app on one machine. For tests and seeded studies that run many short federations,
+:class:`LocalGrid` delivers each message by calling the ``ClientApp`` directly, in order, with
+the same ``Message`` and ``Context`` objects Flower would build; the strategy (ours or Flower's
+``FedAvg``) and the ``ClientApp`` are unchanged. Node ids are 64-bit unsigned integers, as
+Flower's are (above 2⁶³, so a conversion to int64 would show).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.serverapp import Grid
+from flwr.supercore.task_identity import TaskIdentity
+
+from .._validation import check_integer
+
+__all__ = ["LocalGrid"]
+
+#: Error code of a reply whose ClientApp raised (Flower's ClientApp exception code).
+CLIENT_APP_RAISED_EXCEPTION = 0
+
+
+class LocalGrid(Grid):
+    """Deliver messages to a ``ClientApp`` in this process.
+
+    Parameters
+    ----------
+    client_app : ClientApp
+        The app every node runs.
+    num_nodes : int
+        Number of nodes (clients), >= 1; node i gets ``node_config = {"partition-id": i,
+        "num-partitions": num_nodes}`` as in Flower's simulation.
+    seed : int
+        Seed of the node ids.
+    run_config : dict, optional
+        The run config every context carries.
+    fail : callable, optional
+        ``fail(partition_id, message) -> bool``: drop that node's reply (as a timed-out node),
+        for testing failure handling.
+    """
+
+    def __init__(
+        self,
+        client_app: ClientApp,
+        num_nodes: int,
+        *,
+        seed: int = 0,
+        run_config: dict[str, Any] | None = None,
+        fail: Callable[[int, Message], bool] | None = None,
+    ):
+        num_nodes = check_integer(num_nodes, "num_nodes", "LocalGrid", ge=1)
+        ids = np.random.default_rng(seed).integers(2**63, 2**64 - 1, size=num_nodes,
+                                                   dtype=np.uint64, endpoint=True)  # fmt: skip
+        self.node_ids = [int(i) for i in ids]  # Python ints: no int64 round trip
+        self.client_app = client_app
+        self.fail = fail
+        self.contexts = {
+            nid: Context(run_id=1, node_id=nid,
+                         node_config={"partition-id": i, "num-partitions": num_nodes},
+                         state=RecordDict(), run_config=dict(run_config or {}))
+            for i, nid in enumerate(self.node_ids)
+        }
+        self._partition = {nid: i for i, nid in enumerate(self.node_ids)}
+        self._replies: dict[str, Message] = {}
+        self._count = 0
+        self._run: Any = None
+        try:  # messages carry the process's task identity, which Flower's server runtime sets
+            TaskIdentity.run_id  # noqa: B018
+        except RuntimeError:
+            TaskIdentity.task_id = 1
+            TaskIdentity.run_id = 1
+            TaskIdentity.node_id = SUPERLINK_NODE_ID
+
+    def set_run(self, run: Any) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Any:
+        return self._run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
+                       group_id: str, ttl: float | None = None) -> Message:  # fmt: skip
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.node_ids)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for msg in messages:
+            self._count += 1
+            mid = f"local-{self._count}"
+            msg.metadata.__dict__["_message_id"] = mid
+            node = msg.metadata.dst_node_id
+            ids.append(mid)
+            if node not in self.contexts:
+                continue  # no such node: no reply, as a node that never answers
+            if self.fail is not None and self.fail(self._partition[node], msg):
+                continue
+            try:
+                reply = self.client_app(msg, self.contexts[node])
+            except Exception as exc:  # noqa: BLE001 - a failing client is an error reply, as in Flower
+                reply = Message(Error(code=CLIENT_APP_RAISED_EXCEPTION,
+                                      reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)  # fmt: skip
+            reply.metadata.__dict__["_src_node_id"] = node
+            self._replies[mid] = reply
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return [self._replies.pop(m) for m in message_ids if m in self._replies]
+
+    def send_and_receive(self, messages: Iterable[Message], *,
+                         timeout: float | None = None) -> Iterable[Message]:  # fmt: skip
+        return self.pull_messages(self.push_messages(messages))

@@ -1,0 +1,360 @@
+r"""A Flower strategy that learns how many clients to ask under a per-round budget.
+
+At every server round :class:`EEGradStrategy` asks its selector for an arm n — the number of
+clients — samples n of the connected nodes, and sends each the model and its share
+:math:`(B - D(n))/n` of the round's budget B (the paper's Section 2: D(n) is the server's
+aggregation cost). It receives their updated models, turns each into an update
+:math:`u_i = w - w_i` (for one local gradient step, ``lr`` times the client's gradient — FedSGD,
+the case the paper's model covers; for several local steps a model delta, a pseudo-gradient),
+and tells the selector the pull:
+
+* ``steps="every-round"`` (default): every round is a model step,
+  :math:`w \leftarrow w - \eta \sum_i p_i u_i` with :math:`p_i` the clients' shares of the samples
+  used — FedAvg's aggregate for :math:`\eta = 1` — and the selector is told the n parts
+  (:meth:`eegrad.GradientEstimator.tell_parts`). The default selector,
+  :class:`eegrad.SpreadThompson`, learns the variance of every n from the spread of the updates
+  within rounds, so exploring costs only a noisier step.
+* ``steps="t-rounds"``: the paper's Algorithm 1 — T query rounds at one model, then one step with
+  the mean of the T round means. The default selector is :func:`eegrad.default_selector`.
+
+The selector is driven through a :class:`eegrad.GradientEstimator`, so its choices are those of
+a ``GradientEstimator`` told the same updates from the same stream (tested).
+
+Per-round records (server round, step, arm, clients asked and replied, failed nodes, budget,
+budget used, cumulative cost) go to the round's Flower ``MetricRecord`` and to
+:attr:`EEGradStrategy.records`, written as a tidy CSV to ``csv_path`` after every round.
+
+**Failures.** A node whose reply is an error, or that does not reply before the timeout, is
+dropped from the round and named in its record (``failed_nodes``); the round uses the updates
+that came. A round with none is lost: no step, and the selector's pull is withdrawn. An update of
+the wrong shape or with NaN/Inf is an error naming the node and the round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from logging import INFO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+from flwr.supercore import log
+
+from .._random import as_generator
+from .._validation import (
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    NonFiniteGradientError,
+    check_integer,
+    check_real,
+    fail,
+)
+from ..arms import feasible_arms
+from ..costs import AggregationCost, CallableAggregation, LinearAggregation
+from ..loop import GradientEstimator
+from ..results import write_table
+from ..selectors import Selector, SpreadThompson, default_selector
+from .client import SHARE_KEY
+
+__all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
+
+#: Columns of the per-round records (and of ``csv_path``).
+RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
+                  "failed_nodes", "budget", "budget_used", "cost")  # fmt: skip
+
+_STEPS = ("every-round", "t-rounds")
+
+
+class ClientUpdateError(InvalidParameterError):
+    """A client's update cannot be used (wrong arrays or shapes); the message names the node
+    and the round."""
+
+
+class EEGradStrategy(Strategy):
+    r"""EE-Grad as a Flower strategy: how many clients to ask, learnt under a real budget.
+
+    Parameters
+    ----------
+    budget : float
+        B, the budget of one round (in the clients' cost units: virtual units, or seconds with
+        :class:`~eegrad.flower.WallClock` and ``seconds_per_unit=1``).
+    c_min : float
+        The least a client's participation can cost (the largest fixed overhead plus one
+        sample), > 0: N = max{n : B > n c_min + D(n)} (Section 2), capped at the nodes
+        connected. A budget that affords no arm raises the error of :meth:`eegrad.Arms.from_costs`.
+    aggregation : AggregationCost or callable, optional
+        D(n), the server's cost of averaging n updates (default: none, D = 0).
+    selector : Selector, optional
+        The rule. Default: :class:`~eegrad.SpreadThompson` for ``steps="every-round"`` (told the
+        population K and the arms' spends), :func:`~eegrad.default_selector` for
+        ``steps="t-rounds"``. :class:`~eegrad.FixedArm` gives FedAvg with a fixed client count;
+        :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with the T-round
+        structure.
+    steps : {"every-round", "t-rounds"}
+        Whether every round steps (the default) or the paper's T query rounds make one step.
+    T : int, optional
+        Rounds per step for ``steps="t-rounds"`` (>= the rule's minimum, 2N for index rules).
+    server_lr : float
+        η of the server's step, > 0 (1: FedAvg's aggregate for every-round).
+    rng : int or numpy.random.Generator
+        Seed of the selector's stream and of the node sampling (independent children).
+    min_available_nodes : int
+        Nodes to wait for before the first round.
+    fraction_evaluate : float
+        Fraction of nodes asked to evaluate after each round, in [0, 1] (0: none).
+    csv_path : str or Path, optional
+        Where to write the per-round records after every round.
+    """
+
+    def __init__(
+        self,
+        budget: float,
+        c_min: float,
+        *,
+        aggregation: AggregationCost | Any = None,
+        selector: Selector | None = None,
+        steps: str = "every-round",
+        T: int | None = None,
+        server_lr: float = 1.0,
+        rng: Any = 0,
+        min_available_nodes: int = 1,
+        fraction_evaluate: float = 0.0,
+        csv_path: str | Path | None = None,
+        weighted_by_key: str = "num-examples",
+        arrayrecord_key: str = "arrays",
+        configrecord_key: str = "config",
+    ) -> None:
+        owner = "EEGradStrategy"
+        self.budget = check_real(budget, "budget", owner, gt=0)
+        self.c_min = check_real(c_min, "c_min", owner, gt=0)
+        if aggregation is None:
+            aggregation = LinearAggregation(b=0.0)
+        elif not isinstance(aggregation, AggregationCost):
+            if not callable(aggregation):
+                raise InvalidParameterTypeError(
+                    f"The 'aggregation' parameter of {owner} must be an AggregationCost or a "
+                    f"callable n -> D(n). Got {aggregation!r} instead."
+                )
+            aggregation = CallableAggregation(aggregation)
+        self.aggregation = aggregation
+        # N before the nodes are known: checks the budget at construction, as Arms.from_costs.
+        self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
+        if steps not in _STEPS:
+            raise fail("steps", owner, f"one of {_STEPS}", steps)
+        self.steps = steps
+        if steps == "t-rounds":
+            if T is None:
+                raise fail("T", owner, "an integer >= 1 when steps='t-rounds'", T)
+            self.T = check_integer(T, "T", owner, ge=1)
+        else:
+            if T not in (None, 1):
+                raise fail("T", owner, "None or 1 when steps='every-round'", T)
+            self.T = 1
+        if selector is not None and not isinstance(selector, Selector):
+            raise InvalidParameterTypeError(
+                f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
+            )
+        self.selector = selector
+        self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
+        self.min_available_nodes = check_integer(min_available_nodes, "min_available_nodes",
+                                                 owner, ge=1)  # fmt: skip
+        self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
+                                            ge=0, le=1)  # fmt: skip
+        self.csv_path = None if csv_path is None else Path(csv_path)
+        self.weighted_by_key = weighted_by_key
+        self.arrayrecord_key = arrayrecord_key
+        self.configrecord_key = configrecord_key
+        streams = as_generator(rng, owner).spawn(2)
+        self._selector_rng, self._sampling_rng = streams
+        #: One dict per server round (see :data:`RECORD_COLUMNS`).
+        self.records: list[dict[str, Any]] = []
+        self.estimator: GradientEstimator | None = None
+        self.N: int | None = None
+        self._round: dict[str, Any] | None = None
+        self._steps_taken = 0
+        self._cost = 0.0
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def spend(self, N: int) -> np.ndarray:
+        """The per-client spend (B − D(n))/n of the arms n = 1..N."""
+        n = np.arange(1, N + 1, dtype=np.float64)
+        return (self.budget - self.aggregation(n)) / n
+
+    def _setup(self, num_nodes: int, dim: int) -> None:
+        self.N = min(self.max_arms, num_nodes)
+        sel = self.selector
+        if sel is None:
+            if self.steps == "every-round":
+                sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N))
+            else:
+                sel = default_selector()
+            self.selector = sel
+        self.estimator = GradientEstimator(sel, self.N, T=self.T, dim=dim, rng=self._selector_rng)
+
+    def summary(self) -> None:
+        log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
+            self.budget, self.c_min, self.aggregation)  # fmt: skip
+        log(INFO, "\t├──> Steps: %s (T = %d), server lr %g", self.steps, self.T, self.server_lr)
+        log(INFO, "\t└──> Selector: %r", self.selector or "default")
+
+    # -- train -------------------------------------------------------------------------------------
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
+            log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
+            time.sleep(1.0)
+        keys = list(arrays.keys())
+        flat = [arrays[k].numpy() for k in keys]
+        w = np.concatenate([a.reshape(-1).astype(np.float64) for a in flat])
+        if self.estimator is None:
+            self._setup(len(nodes), w.size)
+        n = self.estimator.ask()
+        pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
+        chosen = [nodes[i] for i in sorted(pick)]
+        share = float(self.spend(n)[-1])
+        cfg = ConfigRecord(dict(config))
+        cfg["server-round"] = server_round
+        cfg[SHARE_KEY] = share
+        cfg["eegrad-n"] = n
+        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
+        self._round = {"server_round": server_round, "n": n, "nodes": chosen, "w": w,
+                       "keys": keys, "shapes": [a.shape for a in flat],
+                       "dtypes": [a.dtype for a in flat]}  # fmt: skip
+        log(INFO, "configure_train: n = %d clients (share %.4g each)", n, share)
+        return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
+                for nid in chosen]  # fmt: skip
+
+    def _update(self, msg: Message, server_round: int) -> tuple[np.ndarray, float, float]:
+        """(u, weight, cost) of one reply; raises naming the node and round."""
+        rnd = self._round
+        node = msg.metadata.src_node_id
+        where = f"node {node} at server round {server_round}"
+        content = msg.content
+        rec = content.get(self.arrayrecord_key)
+        if not isinstance(rec, ArrayRecord):
+            raise ClientUpdateError(
+                f"The reply of {where} has no ArrayRecord under {self.arrayrecord_key!r}."
+            )
+        if list(rec.keys()) != rnd["keys"]:
+            raise ClientUpdateError(
+                f"The update of {where} has arrays {list(rec.keys())}, expected {rnd['keys']}."
+            )
+        parts = []
+        for k, shape in zip(rnd["keys"], rnd["shapes"], strict=True):
+            a = rec[k].numpy()
+            if a.shape != shape:
+                raise ClientUpdateError(
+                    f"The update of {where} has array {k!r} of shape {a.shape}, expected {shape}."
+                )
+            parts.append(a.reshape(-1).astype(np.float64))
+        w_i = np.concatenate(parts)
+        if not np.all(np.isfinite(w_i)):
+            raise NonFiniteGradientError(f"The update of {where} contains NaN or Inf.")
+        metrics = next(iter(content.metric_records.values()), None)
+        if metrics is None or self.weighted_by_key not in metrics:
+            raise ClientUpdateError(
+                f"The reply of {where} has no {self.weighted_by_key!r} metric (the samples used)."
+            )
+        weight = float(metrics[self.weighted_by_key])
+        if not np.isfinite(weight) or weight <= 0:
+            raise ClientUpdateError(
+                f"The reply of {where} reports {self.weighted_by_key} = {weight!r}; it must be > 0."
+            )
+        cost = float(metrics.get("cost", np.nan))
+        return rnd["w"] - w_i, weight, cost
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        rnd = self._round
+        if rnd is None or rnd["server_round"] != server_round:
+            raise InvalidParameterError(
+                f"aggregate_train(server_round={server_round}) without configure_train for it."
+            )
+        replies = list(replies)
+        asked = set(rnd["nodes"])
+        good = [m for m in replies if not m.has_error() and m.metadata.src_node_id in asked]
+        failed = [m.metadata.src_node_id for m in replies if m.has_error()]
+        answered = {m.metadata.src_node_id for m in replies}
+        failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
+        for m in replies:
+            if m.has_error():
+                log(INFO, "node %d failed at round %d: %s", m.metadata.src_node_id,
+                    server_round, m.error.reason)  # fmt: skip
+        n = rnd["n"]
+        est = self.estimator
+        updates = [self._update(m, server_round) for m in good]
+        used = float(self.aggregation(np.array([float(max(len(updates), 1))]))[0])
+        new_arrays = None
+        step = 0
+        if not updates:
+            est.withdraw()
+        else:
+            U = np.stack([u for u, _, _ in updates])
+            weights = np.array([wt for _, wt, _ in updates])
+            used += float(np.nansum([c for _, _, c in updates]))
+            est.tell_parts(U, weights)
+            if est.done:
+                G = est.result()
+                est.next_iterate()
+                w_new = rnd["w"] - self.server_lr * G
+                new_arrays = self._arrays(w_new)
+                self._steps_taken += 1
+                step = 1
+        self._cost += self.budget
+        row = {"server_round": server_round, "step": self._steps_taken if step else "",
+               "arm": n, "clients_asked": n, "clients_replied": len(updates),
+               "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
+               "budget_used": used, "cost": self._cost}  # fmt: skip
+        self.records.append(row)
+        if self.csv_path is not None:
+            write_table(self.csv_path, self.records, RECORD_COLUMNS)
+        metrics = MetricRecord({"arm": n, "clients-replied": len(updates),
+                                "clients-failed": len(failed), "budget-used": used,
+                                "cost": self._cost, "step": step})  # fmt: skip
+        self._round = None
+        return new_arrays, metrics
+
+    def _arrays(self, w: np.ndarray) -> ArrayRecord:
+        rnd = self._round
+        out, start = {}, 0
+        for k, shape, dtype in zip(rnd["keys"], rnd["shapes"], rnd["dtypes"], strict=True):
+            size = int(np.prod(shape))
+            out[k] = Array(w[start : start + size].reshape(shape).astype(dtype))
+            start += size
+        return ArrayRecord(out)
+
+    # -- evaluate ----------------------------------------------------------------------------------
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        if self.fraction_evaluate == 0.0:
+            return []
+        nodes = sorted(int(i) for i in grid.get_node_ids())
+        k = max(1, round(self.fraction_evaluate * len(nodes)))
+        pick = self._sampling_rng.choice(len(nodes), size=k, replace=False)
+        cfg = ConfigRecord(dict(config))
+        cfg["server-round"] = server_round
+        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
+        return [Message(content=record, message_type=MessageType.EVALUATE, dst_node_id=nodes[i])
+                for i in sorted(pick)]  # fmt: skip
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        good = [m.content for m in replies if not m.has_error()]
+        return aggregate_metricrecords(good, self.weighted_by_key) if good else None
