@@ -104,7 +104,8 @@ class _NumpyBackend:
         from .spread import pair_sum
 
         p = (weights / weights.sum()).astype(self.dtype)
-        return p @ parts, float(pair_sum(parts.astype(np.float64), weights))
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite parts: y is NaN, checked
+            return p @ parts, float(pair_sum(parts.astype(np.float64), weights))
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
         out = counts.astype(self.dtype) @ self.mean / T

@@ -1,0 +1,227 @@
+"""The within-round estimators of eegrad.spread against closed forms, and SpreadThompson."""
+
+import numpy as np
+import pytest
+
+from eegrad import (
+    GradientEstimator,
+    InvalidParameterError,
+    NonFiniteGradientError,
+    ProtocolError,
+    SpreadThompson,
+    ThompsonVariance,
+)
+from eegrad.spread import pair_statistics, predicted_variance, spread_variance, weighted_mean
+
+
+def _mc_check(samples: np.ndarray, expected: float) -> None:
+    # Tolerance: 4 Monte Carlo standard errors of the mean (std / sqrt(reps)).
+    se = samples.std(ddof=1) / np.sqrt(samples.size)
+    assert abs(samples.mean() - expected) < 4 * se, (samples.mean(), expected, se)
+
+
+def test_spread_variance_unbiased_for_any_covariances_unequal_weights():
+    # Independent Gaussian parts with a common mean and different covariances, unequal weights
+    # (all p_i < 1/2): E v̂ = Σ p_i² tr Σ_i exactly.
+    rng = np.random.default_rng(0)
+    n, d, reps = 5, 3, 20000
+    w = np.array([1.0, 2.0, 3.0, 2.5, 4.0])
+    scales = np.array([[1.0, 2.0, 0.5], [3.0, 0.2, 1.0], [0.5, 0.5, 0.5], [2.0, 1.0, 4.0],
+                       [1.5, 0.1, 0.7]])  # fmt: skip
+    mean = np.array([1.0, -2.0, 0.5])
+    p = w / w.sum()
+    truth = float((p**2 * scales.sum(axis=1)).sum())
+    draws = mean + rng.standard_normal((reps, n, d)) * np.sqrt(scales)
+    est = np.array([spread_variance(g, w) for g in draws])
+    _mc_check(est, truth)
+    # ...and the weighted mean's actual squared error has the same mean.
+    _mc_check(((weighted_mean(draws, np.broadcast_to(w, (reps, n))) - mean) ** 2).sum(axis=1),
+              truth)  # fmt: skip
+
+
+def test_spread_variance_equal_weights_is_the_textbook_formula():
+    g = np.array([[1.0, 2.0], [0.0, -1.0], [3.0, 0.5], [2.0, 2.0]])
+    expected = ((g - g.mean(axis=0)) ** 2).sum() / (4 * 3)
+    assert spread_variance(g, np.ones(4)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_client_sampling_closed_forms_without_replacement():
+    # K Gaussian clients with known means μ_k; n drawn without replacement; device noise of
+    # trace τ²/ω_i; weights unequal. Closed forms of the module: E y = x·(S², τ²) and
+    # E‖ḡ − μ̄‖² = S²(Σp² − 1/K) + τ² Σ p²/ω.
+    rng = np.random.default_rng(1)
+    K, n, d, reps, tau2 = 8, 4, 2, 40000, 3.0
+    mu = rng.standard_normal((K, d)) * 1.5
+    mubar = mu.mean(axis=0)
+    S2 = float(((mu - mubar) ** 2).sum() / (K - 1))
+    w = np.array([2.0, 5.0, 1.0, 3.0])
+    clients = np.argsort(rng.random((reps, K)), axis=1)[:, :n]
+    noise = rng.standard_normal((reps, n, d)) * np.sqrt(tau2 / d / w)[None, :, None]
+    parts = mu[clients] + noise
+    W = np.broadcast_to(w, (reps, n))
+    y, x = pair_statistics(parts, W)
+    _mc_check(y, float(x[0] @ [S2, tau2]))
+    err = ((weighted_mean(parts, W) - mubar) ** 2).sum(axis=1)
+    _mc_check(err, float(predicted_variance(S2, tau2, w, population=K)))
+    # All K clients asked: the between-client part vanishes.
+    assert float(predicted_variance(S2, 0.0, np.ones(K), population=K)) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    ("parts", "weights", "match"),
+    [
+        (np.ones((1, 3)), [1.0], "at least 2 parts"),
+        (np.array([[1.0, np.nan], [0.0, 1.0]]), [1.0, 1.0], r"part\(s\) \[0\]"),
+        (np.ones((2, 3)), [1.0, -1.0], "finite and >= 0"),
+        (np.ones((2, 3)), [1.0], "one per part"),
+        (np.ones((2, 3)), [0.0, 0.0], "not all zero"),
+    ],
+)
+def test_spread_variance_errors(parts, weights, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        spread_variance(parts, weights)
+
+
+# -- the rule ----------------------------------------------------------------------------------------
+K, D = 20, 6
+B, AGG, OVERHEAD, SPEED = 100.0, 0.5, 3.0, 2.0
+SPEND = np.array([(B - AGG * (n - 1)) / n for n in range(1, K + 1)])
+OMEGA = np.maximum(np.floor((SPEND - OVERHEAD) * SPEED), 1.0)
+
+
+def _world(seed, tau2=200.0, scale=0.5):
+    mu = np.random.default_rng(100 + seed).standard_normal((K, D)) * scale
+    mu -= mu.mean(axis=0)
+    S2 = float((mu**2).sum() / (K - 1))
+    v = np.array([S2 * (1 / n - 1 / K) + tau2 / (n * OMEGA[n - 1]) for n in range(1, K + 1)])
+    return mu, S2, tau2, v
+
+
+def _run_rule(rule, seed, rounds, tau2=200.0):
+    mu, S2, tau2, v = _world(seed, tau2)
+    rng = np.random.default_rng(seed)
+    est = GradientEstimator(rule, K, T=1, dim=D, rng=seed)
+    picks = []
+    for _ in range(rounds):
+        n = est.ask()
+        picks.append(n)
+        c = rng.choice(K, n, replace=False)
+        w = np.full(n, OMEGA[n - 1])
+        est.tell_parts(mu[c] + rng.standard_normal((n, D)) * np.sqrt(tau2 / D / w[:, None]), w)
+        est.result()
+        est.next_iterate()
+    return np.array(picks), v, (S2, tau2)
+
+
+def test_spread_thompson_fit_recovers_the_model_without_discount():
+    # With discount 1 the pooled least-squares fit of (S², τ²) is unbiased given the design;
+    # over 12 seeds its mean is within 4 SE (spread across seeds / sqrt(12)) of the truth.
+    fits = []
+    for seed in range(12):
+        rule = SpreadThompson(discount=1.0, population=K, spend=SPEND, seed=seed)
+        _, _, truth = _run_rule(rule, seed, 150)
+        fits.append(rule.fit()[0][0] / np.array(truth))
+    fits = np.array(fits)
+    for j in range(2):
+        _mc_check(fits[:, j], 1.0)
+
+
+def test_spread_thompson_concentrates_on_near_best_arms():
+    # A check that can fail: over the last half of 300 rounds the mean variance of the arms
+    # pulled is within 15 % of the best arm's (4 seeds), where pulling uniformly is ≈ 44 % above.
+    ratios = []
+    for seed in range(4):
+        picks, v, _ = _run_rule(SpreadThompson(population=K, spend=SPEND, seed=seed), seed, 300)
+        ratios.append(v[picks[150:] - 1].mean() / v.min())
+    assert np.mean(v) / v.min() > 1.4
+    assert np.mean(ratios) < 1.15, ratios
+
+
+def test_spread_thompson_predicts_n1_from_the_model():
+    rule = SpreadThompson(population=K, spend=SPEND, seed=0)
+    _run_rule(rule, 0, 30)
+    theta = np.maximum(rule.fit()[0][0], 0.0)
+    coef = rule.coefficients()[0]
+    # Arm 1 has no within-round spread: v_1 = S²(1 − 1/K) + τ²/ω₁ with the fitted (S², τ²) and
+    # ω₁ its samples (seen, or predicted from the spend line).
+    omega1 = 1.0 / coef[0, 1]
+    assert coef[0, 0] == pytest.approx(1.0 - 1.0 / K)
+    assert rule.predicted()[0, 0] == pytest.approx(theta[0] * (1 - 1 / K) + theta[1] / omega1)
+    # Every pulled arm's coefficients are its own weights' (Σp² − 1/K, Σp²/ω).
+    pulled = np.flatnonzero(rule._pulls[0] > 0)
+    for a in pulled:
+        n = a + 1
+        assert coef[a] == pytest.approx([1 / n - 1 / K, 1 / (n * OMEGA[a])])
+
+
+def test_spread_thompson_is_reproducible_and_refuses_means():
+    a, _, _ = _run_rule(SpreadThompson(population=K, spend=SPEND), 3, 60)
+    b, _, _ = _run_rule(SpreadThompson(population=K, spend=SPEND), 3, 60)
+    np.testing.assert_array_equal(a, b)
+    assert a[:3].tolist() == [20, 2, 6]  # the warm-up: N, 2, round(sqrt(2N))
+    rule = SpreadThompson()
+    rule.init(1, 3, 2)
+    arms = rule.ask(1)
+    with pytest.raises(ProtocolError, match="tell_parts"):
+        rule.tell(arms, np.zeros((1, 2)))
+
+
+def test_spread_thompson_errors():
+    with pytest.raises(InvalidParameterError, match="'discount'"):
+        SpreadThompson(discount=0.0)
+    with pytest.raises(InvalidParameterError, match="'population'.*>= N = 5"):
+        SpreadThompson(population=3).init(1, 5, 2)
+    with pytest.raises(InvalidParameterError, match="'spend'.*length N = 5"):
+        SpreadThompson(spend=[1.0, 2.0]).init(1, 5, 2)
+
+
+def test_tell_parts_tells_other_rules_the_weighted_mean():
+    rng = np.random.default_rng(0)
+    a, b = GradientEstimator(ThompsonVariance(), 3, T=8, dim=4, rng=1), \
+        GradientEstimator(ThompsonVariance(), 3, T=8, dim=4, rng=1)  # fmt: skip
+    for _ in range(8):
+        n = a.ask()
+        assert b.ask() == n
+        parts, w = rng.standard_normal((n, 4)), rng.integers(1, 5, n).astype(float)
+        a.tell_parts(parts, w)
+        b.tell(np.average(parts, axis=0, weights=w))
+    np.testing.assert_allclose(a.result(), b.result(), rtol=1e-12)
+    np.testing.assert_array_equal(a.counts, b.counts)
+
+
+def test_estimator_tell_parts_errors_and_withdraw():
+    est = GradientEstimator(SpreadThompson(), 4, T=1, dim=3, rng=0)
+    with pytest.raises(ProtocolError, match="without a pending ask"):
+        est.tell_parts(np.zeros((2, 3)), [1, 1])
+    n = est.ask()
+    with pytest.raises(InvalidParameterError, match="length dim = 3"):
+        est.tell_parts(np.zeros((n, 2)), np.ones(n))
+    with pytest.raises(InvalidParameterError, match="one weight per part"):
+        est.tell_parts(np.zeros((n, 3)), np.ones(n + 1))
+    bad = np.zeros((n, 3))
+    bad[1, 2] = np.inf
+    with pytest.raises(NonFiniteGradientError, match=r"part\(s\) \[1\] told at round 1"):
+        est.tell_parts(bad, np.ones(n))
+    est.withdraw()  # e.g. every client failed: the round is given up
+    assert est.t == 0
+    assert est.ask() == n  # same round again; the warm-up arm is asked again
+    est.tell_parts(np.ones((2, 3)), [1.0, 3.0])  # fewer parts than asked (failed clients)
+    np.testing.assert_allclose(est.result(), np.ones(3))
+
+
+def test_estimator_tell_parts_torch_matches_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a = GradientEstimator(SpreadThompson(population=6), 6, T=1, dim=5, rng=2)
+    b = GradientEstimator(SpreadThompson(population=6), 6, T=1, dim=5, rng=2)
+    for _ in range(12):
+        n = a.ask()
+        assert b.ask() == n
+        parts, w = rng.standard_normal((n, 5)), rng.integers(1, 9, n).astype(float)
+        a.tell_parts(parts, w)
+        b.tell_parts([torch.tensor(p) for p in parts], w)
+        ra, rb = a.result(), b.result()
+        assert isinstance(rb, torch.Tensor)
+        np.testing.assert_allclose(ra, rb.numpy(), rtol=1e-10)
+        a.next_iterate()
+        b.next_iterate()
