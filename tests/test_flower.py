@@ -1,0 +1,258 @@
+"""eegrad.flower: the strategy against GradientEstimator and a plain loop, budgets, failures."""
+
+import csv
+import json
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
+
+from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.clientapp import ClientApp
+
+from eegrad import (
+    FixedArm,
+    GradientEstimator,
+    InvalidParameterError,
+    NonFiniteGradientError,
+    SpreadThompson,
+)
+from eegrad._random import as_generator
+from eegrad.flower import (
+    ClientUpdateError,
+    DeviceCost,
+    EEGradStrategy,
+    LocalGrid,
+    WallClock,
+    budgeted_train,
+)
+
+K, D, LR = 8, 4, 0.5
+MU = np.random.default_rng(1).standard_normal((K, D))
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def _app(noise=True, bad=None):
+    """Clients with means MU; gradient of ½‖w − μ_i‖² plus noise 1/√b (seeded by round)."""
+
+    def gradient(arrays, b, context, config):
+        pid = int(context.node_config["partition-id"])
+        if bad is not None:
+            out = bad(pid, arrays)
+            if out is not None:
+                return out
+        rng = np.random.default_rng([pid, int(config["server-round"])])
+        eps = rng.standard_normal(D) / np.sqrt(b) if noise else 0.0
+        return [arrays[0] - MU[pid] + eps]
+
+    app = ClientApp()
+    app.train()(budgeted_train(gradient, lambda ctx, cfg: DeviceCost(1.0, 2.0 + int(
+        ctx.node_config["partition-id"]) % 3), lr=LR))  # fmt: skip
+    return app
+
+
+def _strategy(**kw):
+    args = {"budget": 40.0, "c_min": 1.5, "aggregation": lambda n: 0.5 * (n - 1.0), "rng": 3}
+    return EEGradStrategy(**(args | kw))
+
+
+def _start(strategy, grid, rounds):
+    return strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(D))}),
+                          num_rounds=rounds)  # fmt: skip
+
+
+def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
+    strategy = _strategy()
+    told = []
+    grid = LocalGrid(_app(), K, seed=2)
+    original = GradientEstimator.tell_parts
+
+    def record(self, parts, weights):
+        told.append((np.array(parts), np.array(weights)))
+        return original(self, parts, weights)
+
+    monkeypatch.setattr(GradientEstimator, "tell_parts", record)
+    _start(strategy, grid, 25)
+    arms = [r["arm"] for r in strategy.records]
+    # Replay: the same rule, the same stream (the strategy's first child), the same updates.
+    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N)),
+                               strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
+    for n, (parts, weights) in zip(arms, told, strict=True):
+        assert replay.ask() == n
+        assert parts.shape[0] == n
+        original(replay, parts, weights)
+        replay.result()
+        replay.next_iterate()
+    assert len(set(arms)) > 1
+
+
+def test_fedsgd_with_fixed_n_equals_a_plain_numpy_loop():
+    n, rounds = 3, 6
+    grid = LocalGrid(_app(noise=False), K, seed=5)
+    strategy = _strategy(selector=FixedArm(n))
+    res = _start(strategy, grid, rounds)
+    # The plain loop: the same node sampling stream, each client's batch from its device model,
+    # FedAvg's weights (samples), w ← w − Σ p_i · lr ∇f_i(w).
+    sampler = as_generator(3).spawn(2)[1]
+    nodes = sorted(grid.node_ids)
+    share = (40.0 - 0.5 * (n - 1)) / n
+    w = np.zeros(D)
+    for _ in range(rounds):
+        pick = sorted(sampler.choice(K, n, replace=False))
+        pids = [grid._partition[nodes[i]] for i in pick]
+        b = np.array([DeviceCost(1.0, 2.0 + p % 3).samples(share) for p in pids], float)
+        u = np.array([LR * (w - MU[p]) for p in pids])
+        w = w - (b / b.sum()) @ u
+    np.testing.assert_allclose(res.arrays["w"].numpy(), w, rtol=1e-12)
+    rec = strategy.records[-1]
+    assert rec["arm"] == n
+    assert rec["clients_replied"] == n
+    assert rec["cost"] == 40.0 * rounds
+    assert rec["budget_used"] <= 40.0
+
+
+def test_t_rounds_steps_every_T_rounds(tmp_path):
+    strategy = _strategy(selector=FixedArm(2), steps="t-rounds", T=3, csv_path=tmp_path / "r.csv")
+    _start(strategy, LocalGrid(_app(), K), 7)
+    steps = [r["step"] for r in strategy.records]
+    assert steps == ["", "", 1, "", "", 2, ""]
+    with open(tmp_path / "r.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 7
+    assert rows[2]["step"] == "1"
+    assert float(rows[-1]["cost"]) == 7 * 40.0
+
+
+def test_failed_clients_are_dropped_and_recorded():
+    def flaky(pid, arrays):
+        if pid in (0, 1, 2, 3):
+            raise RuntimeError("device lost")
+
+    grid = LocalGrid(_app(bad=flaky), K, seed=1, fail=lambda pid, msg: pid == 4)  # 4 times out
+    strategy = _strategy(selector=FixedArm(K))
+    _start(strategy, grid, 2)
+    rec = strategy.records[0]
+    failed = {grid._partition[int(f)] for f in rec["failed_nodes"].split()}
+    assert failed == {0, 1, 2, 3, 4}
+    assert rec["clients_replied"] == K - 5
+    assert rec["step"] == 1
+
+
+def test_a_round_where_every_client_fails_is_lost_not_averaged():
+    grid = LocalGrid(_app(), K, fail=lambda pid, msg: int(msg.content["config"]["server-round"])
+                     == 2)  # fmt: skip
+    strategy = _strategy(selector=FixedArm(2))
+    _start(strategy, grid, 3)
+    rec = strategy.records[1]
+    assert rec["clients_replied"] == 0
+    assert rec["step"] == ""
+    assert [r["step"] for r in strategy.records] == [1, "", 2]
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "match"),
+    [
+        (lambda pid, a: [a[0] * np.nan] if pid == 2 else None, NonFiniteGradientError,
+         r"node \d+ at server round 1 contains NaN"),
+    ],
+)
+def test_bad_updates_raise_naming_node_and_round(bad, error, match):
+    grid = LocalGrid(_app(bad=bad), K)
+    with pytest.raises(error, match=match):
+        _start(_strategy(selector=FixedArm(K)), grid, 1)
+
+
+def test_update_of_the_wrong_shape_raises_naming_node_and_round():
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        rec = {"arrays": ArrayRecord({"w": Array(np.zeros(D + 1))}),
+               "metrics": MetricRecord({"num-examples": 3})}  # fmt: skip
+        return Message(RecordDict(rec), reply_to=msg)
+
+    with pytest.raises(ClientUpdateError,
+                       match=r"node \d+ at server round 1 has array 'w' of shape \(5,\)"):  # fmt: skip
+        _start(_strategy(selector=FixedArm(2)), LocalGrid(app, K), 1)
+
+
+def test_budget_errors_are_those_of_arms_from_costs():
+    with pytest.raises(InvalidParameterError, match="'budget' parameter of EEGradStrategy"):
+        _strategy(budget=1.0)
+    with pytest.raises(InvalidParameterError, match="'steps'"):
+        _strategy(steps="sometimes")
+    with pytest.raises(InvalidParameterError, match="'T'.*steps='t-rounds'"):
+        _strategy(steps="t-rounds")
+
+
+def test_node_ids_are_unsigned_64_bit():
+    grid = LocalGrid(_app(), 4, seed=0)
+    assert all(2**63 <= i < 2**64 for i in grid.get_node_ids())
+
+
+def test_wall_clock_client_spends_its_time_share():
+    def gradient(arrays, b, context, config):
+        return [np.ones_like(arrays[0]) * b]
+
+    app = ClientApp()
+    app.train()(budgeted_train(gradient, WallClock(seconds_per_unit=0.002, chunk=4), lr=1.0))
+    grid = LocalGrid(app, 2)
+    strategy = _strategy(budget=20.0, c_min=1.0, selector=FixedArm(1))
+    res = _start(strategy, grid, 1)
+    # Each chunk's gradient is 4·1, so the averaged gradient is 4 whatever the samples.
+    np.testing.assert_allclose(res.arrays["w"].numpy(), -4.0)
+    assert strategy.records[0]["budget_used"] >= 20.0 - 1e-9  # share 20 units = 0.04 s, spent
+
+
+def test_client_without_share_fails_clearly():
+    from flwr.app import Message, MessageType, RecordDict
+
+    grid = LocalGrid(_app(), 2)
+    content = RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(D))}),
+                          "config": ConfigRecord({"server-round": 1})})  # fmt: skip
+    msg = Message(content, grid.node_ids[0], MessageType.TRAIN)
+    (reply,) = grid.send_and_receive([msg])
+    assert reply.has_error()
+    assert "no 'budget-share'" in reply.error.reason
+
+
+def test_import_eegrad_does_not_import_flower():
+    code = "import sys, eegrad; assert 'flwr' not in sys.modules, 'flwr imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_flower_example_quick(tmp_path, monkeypatch):
+    from flwr.serverapp.strategy import FedAvg
+
+    from eegrad.cli import main as cli
+
+    calls = []
+    original = FedAvg.aggregate_train
+
+    def counted(self, server_round, replies):
+        calls.append(server_round)
+        return original(self, server_round, replies)
+
+    monkeypatch.setattr(FedAvg, "aggregate_train", counted)
+    assert cli(["example", "flower", "--quick", "--out", str(tmp_path), "--seeds", "1",
+                "--rounds", "6"]) == 0  # fmt: skip
+    with open(tmp_path / "flower.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["method", "seed", "step", "cost", "objective_gap", "test_accuracy",
+                             "split"]  # fmt: skip
+    methods = {r["method"] for r in rows}
+    assert {"default", "t-rounds", "eegrad", "fedavg-1", "fedavg-20"} <= methods
+    assert len(calls) == 5 * 6  # the fedavg-<n> rows come from Flower's FedAvg class
+    meta = json.loads((tmp_path / "metadata.json").read_text())
+    assert meta["versions"]["flwr"] == "1.41.0"
+    assert (tmp_path / "flower.png").stat().st_size > 0
