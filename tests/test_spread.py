@@ -164,6 +164,11 @@ def test_spread_thompson_is_reproducible_and_refuses_means():
     arms = rule.ask(1)
     with pytest.raises(ProtocolError, match="tell_parts"):
         rule.tell(arms, np.zeros((1, 2)))
+    est = GradientEstimator(SpreadThompson(), 3, T=1, dim=2)
+    est.ask()
+    with pytest.raises(ProtocolError, match="tell_parts"):  # the loop refuses a mean as well
+        est.tell(np.zeros(2))
+    assert est.t == 0
 
 
 def test_spread_thompson_errors():

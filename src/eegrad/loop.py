@@ -242,9 +242,11 @@ class GradientEstimator:
         #: What a round sends the rule: "summary" — one scalar, the increment of Σ‖G − m‖²
         #: (rules without memory); "gram" — that and the pulled arm's row of the Gram matrix of
         #: the arms' means, N numbers (rules with memory, scalar shape); "full" — the whole
-        #: gradient on the host (rules with memory, diagonal shape: d <= 16).
+        #: gradient on the host (rules with memory, diagonal shape: d <= 16); "pairs" — the
+        #: pair sum of the round's parts and their weights (rules that learn from parts, told
+        #: by :meth:`tell_parts` only).
         sel = self.selector
-        self._mode = ("summary" if not isinstance(sel, MemoryRule)
+        self._mode = ("pairs" if sel.uses_parts else "summary" if not isinstance(sel, MemoryRule)
                       else "gram" if sel.scalar else "full")  # fmt: skip
         if self._backend is not None:
             # Keep the buffers (N·d numbers) from estimate to estimate; cleared, not reallocated.
@@ -301,6 +303,12 @@ class GradientEstimator:
             raise fail("gradient", "GradientEstimator.tell",
                        f"a flat vector of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
+        if self._mode == "pairs":
+            raise ProtocolError(
+                f"{self.selector!r} learns from the parts of each pull: call "
+                "tell_parts(parts, weights) with the n updates and their samples, not tell() "
+                "with their mean."
+            )
         self._ensure_backend(gradient)
         self._record(self._backend.convert(gradient), None)
 
@@ -334,7 +342,7 @@ class GradientEstimator:
             )
         self._backend.commit(arm, cnt)
         arms = np.array([arm])
-        if pairs is not None and self.selector.uses_parts:
+        if self._mode == "pairs":
             self.selector._observe_pairs(arms, np.array([pairs[0]]), pairs[1][None])
         elif self._mode == "full":
             host = g.detach().cpu().numpy() if _is_torch(g) else g
