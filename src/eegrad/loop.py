@@ -35,6 +35,7 @@ from ._validation import InvalidParameterTypeError, NonFiniteGradientError, chec
 from .arms import Arms
 from .selectors.base import ProtocolError, Selector
 from .selectors.memory import MemoryRule
+from .spread import check_weights, pair_sum
 
 __all__ = ["GradientEstimator"]
 
@@ -101,11 +102,9 @@ class _NumpyBackend:
 
     def combine(self, parts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
         """The weighted mean of the parts and their pair sum Σ_{i<j}‖g_i − g_j‖² (host float)."""
-        from .spread import pair_sum
-
         p = (weights / weights.sum()).astype(self.dtype)
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite parts: y is NaN, checked
-            return p @ parts, float(pair_sum(parts.astype(np.float64), weights))
+            return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
         out = counts.astype(self.dtype) @ self.mean / T
@@ -384,12 +383,7 @@ class GradientEstimator:
         if len(shape) != 2 or shape[1] != self.dim:
             raise fail("parts", owner, f"n flat vectors of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (shape[0],):
-            raise fail("weights", owner, f"one weight per part, shape ({shape[0]},)",
-                       f"shape {w.shape} at round {self.t + 1}")  # fmt: skip
-        if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-            raise fail("weights", owner, "finite, >= 0 and not all 0 (samples used)", w)
+        w = check_weights(weights, owner, (shape[0],))
         mean, y = self._backend.combine(G, w)
         if not math.isfinite(y):
             bad = [i for i in range(shape[0]) if not bool(_all_finite(G[i]))]

@@ -46,36 +46,45 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import InvalidParameterError, InvalidParameterTypeError, check_integer, fail
+from ._validation import InvalidParameterError, check_integer, fail
 
 __all__ = [
     "check_parts",
+    "check_population",
+    "check_weights",
     "pair_design",
     "pair_statistics",
     "pair_sum",
     "predicted_variance",
     "spread_variance",
+    "variance_coefficients",
     "weighted_mean",
 ]
+
+
+def check_weights(weights: Any, owner: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Validate the weights of parts (float64): of ``shape``, finite, >= 0, and in every round
+    (the last axis) not all zero. A part of weight 0 is absent (padding, a failed client)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != shape:
+        raise fail("weights", owner, f"of shape {shape}: one per part (one weight per part)",
+                   f"shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise fail("weights", owner, "finite and >= 0 (the samples each part used)", w)
+    if not np.all(np.any(w > 0, axis=-1)):
+        raise fail("weights", owner, "not all zero in any round", w)
+    return w
 
 
 def check_parts(parts: Any, weights: Any, owner: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate one round's parts (n, d) and weights (n,) (float64 copies); raise a clear error.
 
-    Weights are the samples each part used: finite, >= 0, not all zero. A part of weight 0 is
-    absent (as in padded arrays). Parts must be finite.
+    Weights as :func:`check_weights`; parts must be finite.
     """
     g = np.asarray(parts, dtype=np.float64)
     if g.ndim != 2 or g.shape[0] < 1:
         raise fail("parts", owner, "an array of shape (n, d) with n >= 1", f"shape {g.shape}")
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (g.shape[0],):
-        raise fail("weights", owner, f"an array of shape ({g.shape[0]},), one per part",
-                   f"shape {w.shape}")  # fmt: skip
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise fail("weights", owner, "finite and >= 0 (the samples each part used)", w)
-    if not np.any(w > 0):
-        raise fail("weights", owner, "not all zero", w)
+    w = check_weights(weights, owner, (g.shape[0],))
     if not np.all(np.isfinite(g)):
         bad = np.flatnonzero(~np.all(np.isfinite(g), axis=1)).tolist()
         raise InvalidParameterError(
@@ -83,6 +92,11 @@ def check_parts(parts: Any, weights: Any, owner: str) -> tuple[np.ndarray, np.nd
             f"in part(s) {bad} instead."
         )
     return g, w
+
+
+def check_population(population: Any, owner: str) -> int | None:
+    """K, the number of clients the parts are drawn from: an integer >= 2, or None."""
+    return None if population is None else check_integer(population, "population", owner, ge=2)
 
 
 def weighted_mean(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -138,6 +152,17 @@ def pair_design(weights: np.ndarray) -> np.ndarray:
     return np.stack([n * (n - 1.0), (n - 1.0) * inv], axis=-1)
 
 
+def variance_coefficients(weights: np.ndarray, population: int | None = None) -> np.ndarray:
+    r"""The coefficients :math:`(\sum_i p_i^2 - 1/K,\ \sum_i p_i^2/\omega_i)` of
+    :math:`(S^2, \tau^2)` in the variance of a round with ``weights`` (..., m) (0 = absent),
+    shape (..., 2); ``population=None``: K = ∞."""
+    present = weights > 0
+    p = weights / weights.sum(axis=-1, keepdims=True)
+    noise = np.where(present, p * p / np.where(present, weights, 1.0), 0.0).sum(axis=-1)
+    fpc = 0.0 if population is None else 1.0 / population
+    return np.stack([(p * p).sum(axis=-1) - fpc, noise], axis=-1)
+
+
 def predicted_variance(
     S2: np.ndarray | float,
     tau2: np.ndarray | float,
@@ -145,13 +170,10 @@ def predicted_variance(
     population: int | None = None,
 ) -> np.ndarray:
     r"""The model's :math:`v = S^2(\sum p_i^2 - 1/K) + \tau^2 \sum p_i^2/\omega_i` for a round
-    with ``weights`` (..., m) (0 = absent); see the module's notes."""
-    total = weights.sum(axis=-1)
-    p = weights / total[..., None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        noise = np.where(weights > 0, p * p / np.where(weights > 0, weights, 1.0), 0.0)
-    fpc = 0.0 if population is None else 1.0 / population
-    return np.asarray(S2) * ((p * p).sum(axis=-1) - fpc) + np.asarray(tau2) * noise.sum(axis=-1)
+    with ``weights`` (..., m) (0 = absent); see the module's notes and
+    :func:`variance_coefficients`."""
+    coef = variance_coefficients(weights, population)
+    return np.asarray(S2) * coef[..., 0] + np.asarray(tau2) * coef[..., 1]
 
 
 def spread_variance(parts: Any, weights: Any, population: int | None = None) -> float:
@@ -224,13 +246,3 @@ def spread_variance(parts: Any, weights: Any, population: int | None = None) -> 
     dev = g - g.mean(axis=0)
     return float((p * p).sum() * (dev * dev).sum() / (n - 1))
 
-
-def _check_population(population: Any, owner: str) -> int | None:
-    if population is None:
-        return None
-    if isinstance(population, bool) or not isinstance(population, (int, np.integer)):
-        raise InvalidParameterTypeError(
-            f"The 'population' parameter of {owner} must be an int >= 2 or None. "
-            f"Got {population!r} instead."
-        )
-    return check_integer(population, "population", owner, ge=2)

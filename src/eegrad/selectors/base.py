@@ -20,6 +20,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, fail
 from ..oracle import Truth
+from ..spread import check_weights, pair_sum, weighted_mean
 from ..statistics import ArmStatistics
 
 __all__ = ["IndexSelector", "ProtocolError", "Selector"]
@@ -145,21 +146,13 @@ class Selector:
         (:mod:`eegrad.spread`); any other rule the weighted mean
         :math:`\sum_i \omega_i g_i / \sum_i \omega_i`, as if by :meth:`tell`.
         """
-        from ..spread import pair_sum, weighted_mean
-
         self._check_pending(arms, "tell_parts")
         R, _, d = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.tell_parts"
         g = np.asarray(parts, dtype=np.float64)
-        w = np.asarray(weights, dtype=np.float64)
         if g.ndim != 3 or g.shape[0] != R or g.shape[2] != d:
             raise fail("parts", owner, f"of shape ({R}, m, {d})", g.shape)
-        if w.shape != g.shape[:2]:
-            raise fail("weights", owner, f"of shape {g.shape[:2]}, one per part", w.shape)
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise fail("weights", owner, "finite and >= 0 (samples used)", w)
-        if not np.all(np.any(w > 0, axis=1)):
-            raise fail("weights", owner, "> 0 for at least one part of every realization", w)
+        w = check_weights(weights, owner, g.shape[:2])
         if not np.all(np.isfinite(g)):
             raise fail("parts", owner, "finite (no NaN or Inf)", g)
         if self.uses_parts:

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_array, check_integer, check_real, fail
-from ..spread import _check_population, pair_design
+from ..spread import check_population, pair_design, variance_coefficients
 from .base import ProtocolError, Selector
 
 __all__ = ["SpreadThompson"]
@@ -100,7 +100,7 @@ class SpreadThompson(Selector):
         super().__init__()
         owner = "SpreadThompson"
         self.discount = check_real(discount, "discount", owner, gt=0, le=1)
-        self.population = _check_population(population, owner)
+        self.population = check_population(population, owner)
         self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
                                                               positive=True)  # fmt: skip
         self.seed = check_integer(seed, "seed", owner, ge=0)
@@ -179,14 +179,7 @@ class SpreadThompson(Selector):
         self._yy += nu * yt * yt
         self._nu += nu
         self._nu2 += nu * nu
-        # The arm's own weights: (Σp² − 1/K, Σp²/ω).
-        total = weights.sum(axis=1)
-        p = weights / total[:, None]
-        fpc = 0.0 if self.population is None else 1.0 / self.population
-        with np.errstate(invalid="ignore", divide="ignore"):
-            noise = np.where(present, p * p / np.where(present, weights, 1.0), 0.0).sum(axis=1)
-        coef = np.stack([(p * p).sum(axis=1) - fpc, noise], axis=1)
-        self._coef[self._rows, arms] += coef
+        self._coef[self._rows, arms] += variance_coefficients(weights, self.population)
         self._pulls[self._rows, arms] += 1.0
         s = self._spend[arms][:, None] * present  # the spend of each part present
         self._line += np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
@@ -215,7 +208,7 @@ class SpreadThompson(Selector):
     def coefficients(self) -> np.ndarray:
         """Each arm's (Σp² − 1/K, Σp²/ω), shape (R, N, 2): the mean over its pulls, or the
         prediction with equal weights for arms never pulled."""
-        R, N, _ = self._shape
+        N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
         c1, cs, css, cw, csw = (self._line[:, i] for i in range(5))
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -224,8 +217,9 @@ class SpreadThompson(Selector):
                          np.where(cs > 0, cw / cs, 1.0))  # fmt: skip
             a = np.where(det > 1e-12 * np.maximum(c1 * css, 1e-300), (cw - b * cs) / c1, 0.0)
         omega = np.maximum(a[:, None] + b[:, None] * self._spend[None, :], 1.0)  # (R, N)
-        fpc = 0.0 if self.population is None else 1.0 / self.population
-        predicted = np.stack([np.broadcast_to(1.0 / n - fpc, (R, N)), 1.0 / (n * omega)], axis=2)
+        # Arm n with n equal weights ω_n: rows padded with absent parts (weight 0).
+        equal = np.where(np.arange(N)[None, :] < n[:, None], 1.0, 0.0)  # (N, N)
+        predicted = variance_coefficients(omega[:, :, None] * equal, self.population)
         with np.errstate(invalid="ignore", divide="ignore"):
             seen = self._coef / self._pulls[:, :, None]
         return np.where(self._pulls[:, :, None] > 0, seen, predicted)
