@@ -173,11 +173,16 @@ class Selector:
     def _observe_summary(self, arms: np.ndarray, sq_increment: np.ndarray) -> None:
         """Record a round from its summary alone — the increment of Σ‖G − m‖² of the pulled
         arms — for callers that keep the arm means themselves (e.g. on a GPU)."""
+        self._advance(arms)
+        if self.uses_statistics:
+            self.stats.sq_dev[self._rows, arms] += sq_increment
+
+    def _advance(self, arms: np.ndarray) -> None:
+        """The round's bookkeeping: the ask is answered, one more round, one more pull of each
+        realization's arm."""
         self._pending = None
         self.t += 1
         self.counts[self._rows, arms] += 1
-        if self.uses_statistics:
-            self.stats.sq_dev[self._rows, arms] += sq_increment
 
     def _observe(self, arms: np.ndarray, g: np.ndarray) -> None:
         """Record a round whose arms and gradients the caller has already checked."""

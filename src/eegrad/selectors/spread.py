@@ -159,9 +159,7 @@ class SpreadThompson(Selector):
         )
 
     def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray) -> None:
-        self._pending = None
-        self.t += 1
-        self.counts[self._rows, arms] += 1
+        self._advance(arms)
         lam = self.discount
         x = pair_design(weights)  # (R, 2)
         pairs = x[:, 0]
