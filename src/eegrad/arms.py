@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
-from .costs import AggregationCost, CallableAggregation, CostFidelity
+from .costs import AggregationCost, CostFidelity, as_aggregation
 
 __all__ = ["Arms"]
 
@@ -123,14 +123,7 @@ class Arms:
                 f"The 'cost' parameter of {owner} must be a CostFidelity (e.g. PowerCost or "
                 f"CallableCost). Got {cost!r} instead."
             )
-        if not isinstance(aggregation, AggregationCost):
-            if callable(aggregation):
-                aggregation = CallableAggregation(aggregation)
-            else:
-                raise InvalidParameterTypeError(
-                    f"The 'aggregation' parameter of {owner} must be an AggregationCost or a "
-                    f"callable n -> D(n). Got {aggregation!r} instead."
-                )
+        aggregation = as_aggregation(aggregation, owner)
         B = check_real(budget, "budget", owner, gt=0)
         N, D = feasible_arms(float(cost.c_min), aggregation, B, max_arms=max_arms, owner=owner)
         # The feasible set {n : B > n c_min + D(n)} is then {1..N}.

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ._validation import check_callable, check_real, fail
+from ._validation import InvalidParameterTypeError, check_callable, check_real, fail
 
 __all__ = [
     "AggregationCost",
@@ -24,6 +25,7 @@ __all__ = [
     "LogAggregation",
     "PowerAggregation",
     "PowerCost",
+    "as_aggregation",
     "batch_sizes",
     "fit_power_cost",
 ]
@@ -218,6 +220,19 @@ class CallableAggregation(AggregationCost):
 
     def __repr__(self) -> str:
         return f"CallableAggregation(func={self.func!r})"
+
+
+def as_aggregation(value: Any, owner: str) -> AggregationCost:
+    """``value`` as an :class:`AggregationCost`: itself, or a callable n -> D(n) wrapped in
+    :class:`CallableAggregation`; anything else is a ``TypeError`` naming ``owner``."""
+    if isinstance(value, AggregationCost):
+        return value
+    if callable(value):
+        return CallableAggregation(value)
+    raise InvalidParameterTypeError(
+        f"The 'aggregation' parameter of {owner} must be an AggregationCost or a "
+        f"callable n -> D(n). Got {value!r} instead."
+    )
 
 
 def batch_sizes(spend: np.ndarray, c_min: float, cost_per_sample: float) -> np.ndarray:

@@ -63,7 +63,7 @@ from .._validation import (
     fail,
 )
 from ..arms import feasible_arms
-from ..costs import AggregationCost, CallableAggregation, LinearAggregation
+from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import write_table
 from ..selectors import Selector, SpreadThompson, default_selector
@@ -140,15 +140,8 @@ class EEGradStrategy(Strategy):
         owner = "EEGradStrategy"
         self.budget = check_real(budget, "budget", owner, gt=0)
         self.c_min = check_real(c_min, "c_min", owner, gt=0)
-        if aggregation is None:
-            aggregation = LinearAggregation(b=0.0)
-        elif not isinstance(aggregation, AggregationCost):
-            if not callable(aggregation):
-                raise InvalidParameterTypeError(
-                    f"The 'aggregation' parameter of {owner} must be an AggregationCost or a "
-                    f"callable n -> D(n). Got {aggregation!r} instead."
-                )
-            aggregation = CallableAggregation(aggregation)
+        aggregation = LinearAggregation(b=0.0) if aggregation is None else as_aggregation(
+            aggregation, owner)  # fmt: skip
         self.aggregation = aggregation
         # N before the nodes are known: checks the budget at construction, as Arms.from_costs.
         self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
