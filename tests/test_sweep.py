@@ -125,3 +125,11 @@ def test_plot_command(tmp_path):
                 "--logy"]) == 0  # fmt: skip
     assert (out / "plot-regret-vs-T.png").read_bytes()[:4] == b"\x89PNG"
     assert cli(["plot", str(out), "--x", "T", "--y", "nope"]) == 2
+
+
+def test_table_cells_of_numpy_floats_are_plain_numbers(tmp_path):
+    from eegrad.results import read_table, write_table
+
+    write_table(tmp_path / "t.csv", [{"a": np.float64(0.1), "b": np.float32(0.5), "c": np.nan}],
+                ("a", "b", "c"))  # fmt: skip
+    assert read_table(tmp_path / "t.csv") == [{"a": "0.1", "b": "0.5", "c": ""}]

@@ -19,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = ["atomic_write_bytes", "environment", "format_value", "read_table", "write_json",
            "write_table"]  # fmt: skip
 
@@ -40,9 +42,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def format_value(x: Any) -> str:
-    """A cell: shortest round-trip repr for floats (byte-stable), empty for NaN."""
-    if isinstance(x, float):
-        return "" if math.isnan(x) else repr(x)
+    """A cell: shortest round-trip repr for floats (byte-stable), empty for NaN. NumPy floats
+    are written as Python floats (NumPy 2's repr would write ``np.float64(...)``)."""
+    if isinstance(x, float | np.floating):
+        return "" if math.isnan(x) else repr(float(x))
     return str(x)
 
 
