@@ -32,7 +32,6 @@ budget spent, objective gap = F(w) − F* on the pooled training data, F* by L-B
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -43,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arms import feasible_arms
+from ..costs import LinearAggregation
 from ..results import environment, write_json, write_table
 
 __all__ = ["COLUMNS", "main", "run"]
@@ -53,6 +54,12 @@ BUDGET = 100.0
 AGG_PER_CLIENT = 0.5
 CLIENT_LR = 0.5
 REG = 1e-3
+AGGREGATION = LinearAggregation(b=AGG_PER_CLIENT)  # D(n) = 0.5 (n − 1)
+
+
+def share(n: int | np.ndarray) -> np.ndarray:
+    """Each client's share (B − D(n))/n of the round's budget when n are asked."""
+    return (BUDGET - AGGREGATION(n)) / np.asarray(n, dtype=np.float64)
 
 
 # -- data and model ---------------------------------------------------------------------------------
@@ -76,6 +83,18 @@ class Problem:
     @property
     def c_min(self) -> float:
         return float(np.max(self.overhead + 1.0 / self.speed))
+
+    @property
+    def N(self) -> int:
+        """The arms: N = max{n : B > n c_min + D(n)}, at most the K clients."""
+        return min(feasible_arms(self.c_min, AGGREGATION, BUDGET)[0], K_CLIENTS)
+
+    def device(self, client: int) -> Any:
+        """The client's virtual device (overhead, speed; at most its data size)."""
+        from ..flower import DeviceCost
+
+        return DeviceCost(float(self.overhead[client]), float(self.speed[client]),
+                          max_samples=int(self.clients[client].size))  # fmt: skip
 
 
 def _load(dataset: str) -> tuple[np.ndarray, np.ndarray]:
@@ -140,15 +159,10 @@ def problem(dataset: str, split: str, seed: int) -> Problem:
     clients = _split(ytr, split, rng)
     overhead = rng.uniform(1.0, 3.0, K_CLIENTS)
     speed = 2.0 * rng.lognormal(0.0, 0.5, K_CLIENTS)
-    f_star = _f_star(dataset, split, Xtr, ytr, minimize)
-    return Problem(Xtr, ytr, X[test], y[test], clients, overhead, speed, f_star)
-
-
-def _f_star(dataset, split, X, y, minimize) -> float:
-    w0 = np.zeros((X.shape[1] + 1) * 10)
-    res = minimize(softmax_loss_grad, w0, args=(X, y), jac=True, method="L-BFGS-B",
+    res = minimize(softmax_loss_grad, np.zeros((X.shape[1] + 1) * 10), args=(Xtr, ytr),
+                   jac=True, method="L-BFGS-B",
                    options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-15})  # fmt: skip
-    return float(res.fun)
+    return Problem(Xtr, ytr, X[test], y[test], clients, overhead, speed, float(res.fun))
 
 
 # -- the Flower apps ---------------------------------------------------------------------------------
@@ -156,7 +170,7 @@ def client_app() -> Any:
     """The ClientApp every node runs: FedSGD on its partition, under its device's budget."""
     from flwr.clientapp import ClientApp
 
-    from ..flower import DeviceCost, budgeted_train
+    from ..flower import budgeted_train
 
     def setting(config: Any) -> Problem:
         return problem(str(config["dataset"]), str(config["split"]), int(config["data-seed"]))
@@ -172,22 +186,20 @@ def client_app() -> Any:
         return [g]
 
     def device(context, config):
-        prob = setting(config)
-        pid = int(context.node_config["partition-id"])
-        return DeviceCost(float(prob.overhead[pid]), float(prob.speed[pid]),
-                          max_samples=int(prob.clients[pid].size))  # fmt: skip
+        return setting(config).device(int(context.node_config["partition-id"]))
 
     app = ClientApp()
     app.train()(budgeted_train(gradient, device, lr=CLIENT_LR))
     return app
 
 
-def _methods(quick: bool, N: int) -> list[str]:
-    fixed = [1, 2, 5, 10, 20] if quick else list(range(1, N + 1))
-    return ["default", "t-rounds", "eegrad", *[f"fedavg-{n}" for n in fixed if n <= N]]
+def _methods(quick: bool) -> list[str]:
+    fixed = [1, 2, 5, 10, 20] if quick else list(range(1, K_CLIENTS + 1))
+    return ["default", "t-rounds", "eegrad", *[f"fedavg-{n}" for n in fixed]]
 
 
 def _method_id(name: str) -> int:
+    """A stable integer per method name, for its random streams (not Python's salted hash)."""
     return sum(ord(c) * 31**i for i, c in enumerate(name)) % 1_000_003
 
 
@@ -196,15 +208,13 @@ def _pilot_scale(prob: Problem, w: np.ndarray, N: int, rng: np.random.Generator)
     the arms at the initial model (a pilot of every n, 4 draws each)."""
     worst = 0.0
     for n in range(1, N + 1):
-        share = (BUDGET - AGG_PER_CLIENT * (n - 1)) / n
         outs = []
         for _ in range(4):
             picked = rng.choice(K_CLIENTS, n, replace=False)
             gs, ws = [], []
             for c in picked:
-                b = min(math.floor((share - prob.overhead[c]) * prob.speed[c] + 1e-9),
-                        prob.clients[c].size)  # fmt: skip
-                take = rng.choice(prob.clients[c], b, replace=b > prob.clients[c].size)
+                b = prob.device(c).samples(float(share(n)))
+                take = rng.choice(prob.clients[c], b, replace=False)
                 gs.append(CLIENT_LR * softmax_loss_grad(w, prob.X[take], prob.y[take])[1])
                 ws.append(b)
             outs.append(np.average(gs, axis=0, weights=ws))
@@ -223,6 +233,7 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
     from ..selectors import EEGrad, SpreadThompson
 
     prob = problem(dataset, split, seed)
+    N = prob.N
     w0 = np.zeros(prob.dim)
     rows: list[dict[str, Any]] = []
 
@@ -239,32 +250,30 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
 
     config = {"dataset": dataset, "split": split, "data-seed": seed,
               "method-id": _method_id(method)}  # fmt: skip
-    aggregation = (lambda n: AGG_PER_CLIENT * (n - 1.0))
-    common = {"budget": BUDGET, "c_min": prob.c_min, "aggregation": aggregation,
-              "rng": np.random.SeedSequence([seed, _method_id(method)])}  # fmt: skip
+    common = {"budget": BUDGET, "c_min": prob.c_min, "aggregation": AGGREGATION,
+              "rng": np.random.SeedSequence([seed, _method_id(method)]),
+              "min_available_nodes": K_CLIENTS}  # fmt: skip
     initial = ArrayRecord({"w": Array(w0)})
     if method.startswith("fedavg-"):
         n = int(method.split("-")[1])
+        if n > N:
+            raise ValueError(f"{method}: seed {seed} admits at most N = {N} clients a round")
         random.seed(seed * 1_000_003 + n)  # FedAvg samples with Python's random module
         strategy = FedAvg(fraction_train=n / K_CLIENTS, min_train_nodes=n,
                           min_available_nodes=K_CLIENTS, fraction_evaluate=0.0)  # fmt: skip
-        config["budget-share"] = (BUDGET - AGG_PER_CLIENT * (n - 1)) / n
-    elif method == "default" or method.startswith("default-"):
-        kw = {} if discount is None else {"discount": discount}
-        strategy = EEGradStrategy(**common, min_available_nodes=K_CLIENTS)
-        if kw:
-            N = min(K_CLIENTS, strategy.max_arms)
-            strategy.selector = SpreadThompson(population=K_CLIENTS, spend=strategy.spend(N), **kw)
+        config["budget-share"] = float(share(n))
+    elif method == "default":
+        strategy = EEGradStrategy(**common)
+    elif method.startswith("default-"):  # the default rule with another discount
+        rule = SpreadThompson(population=K_CLIENTS, spend=share(np.arange(1, N + 1)),
+                              discount=discount)  # fmt: skip
+        strategy = EEGradStrategy(**common, selector=rule)
     elif method == "t-rounds":
-        N = min(EEGradStrategy(**common).max_arms, K_CLIENTS)
-        strategy = EEGradStrategy(**common, steps="t-rounds", T=2 * N,
-                                  min_available_nodes=K_CLIENTS)  # fmt: skip
+        strategy = EEGradStrategy(**common, steps="t-rounds", T=2 * N)
     elif method == "eegrad":
-        N = min(EEGradStrategy(**common).max_arms, K_CLIENTS)
         scale = _pilot_scale(prob, w0, N, np.random.default_rng([seed, 11]))
         strategy = EEGradStrategy(**common, steps="t-rounds", T=2 * N,
-                                  selector=EEGrad(alpha=2.5, beta=scale, P=1.0, c=1.0),
-                                  min_available_nodes=K_CLIENTS)  # fmt: skip
+                                  selector=EEGrad(alpha=2.5, beta=scale, P=1.0, c=1.0))  # fmt: skip
     else:
         raise ValueError(f"unknown method {method!r}")  # internal: methods come from _methods
     strategy.start(grid=grid, initial_arrays=initial, num_rounds=rounds,
@@ -420,12 +429,8 @@ def main(out: str | Path = "results/flower", *, quick: bool = False, seeds: int 
     splits = splits or (("dirichlet-0.3",) if quick else ("dirichlet-0.3", "shards"))
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    from ..flower import EEGradStrategy
-
-    N = min(EEGradStrategy(BUDGET, 1.0, aggregation=lambda n: AGG_PER_CLIENT * (n - 1.0)).max_arms,
-            K_CLIENTS)  # fmt: skip
     for split in splits:
-        rows += run(_methods(quick, N), list(range(seeds)), dataset=dataset, split=split,
+        rows += run(_methods(quick), list(range(seeds)), dataset=dataset, split=split,
                     rounds=rounds, runtime=runtime, out=out, progress=progress,
                     discounts=discounts)  # fmt: skip
     write_table(out / "flower.csv", rows, (*COLUMNS, "split"))
