@@ -143,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "runtime (Ray)")  # fmt: skip
     ex.add_argument("--discounts", type=float, nargs="*", default=None, metavar="LAMBDA",
                     help="flower: also run the default rule with these discounts")  # fmt: skip
+    ex.add_argument("--splits", nargs="+", default=None, metavar="SPLIT",
+                    help="flower: non-iid splits, 'dirichlet-<alpha>' or 'shards' (default both; "
+                         "--quick: dirichlet-0.3)")  # fmt: skip
+    ex.add_argument("--jobs", type=int, default=1,
+                    help="flower, local runtime: federations run in this many processes (-1: "
+                         "every core); the rows do not depend on it")  # fmt: skip
     sw = sub.add_parser(
         "sweep",
         help="run a grid of experiments (locally, on Dask or on Ray), resumable",
@@ -240,7 +246,8 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
 
         out = args.out or Path("results/flower")
         flower(out, quick=args.quick, seeds=args.seeds, rounds=args.rounds, runtime=args.runtime,
-               discounts=args.discounts, progress=not getattr(args, "quiet", False))  # fmt: skip
+               discounts=args.discounts, splits=tuple(args.splits) if args.splits else None,
+               jobs=args.jobs, progress=not getattr(args, "quiet", False))  # fmt: skip
         print(f"wrote {out}/")
         return 0
     if args.command == "example":

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_integer, check_real, fail
 from ..arms import feasible_arms
 from ..costs import LinearAggregation
 from ..results import environment, write_json, write_table
@@ -124,6 +125,21 @@ def softmax_loss_grad(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[floa
     return loss, G.reshape(-1) + REG * w
 
 
+def check_split(split: Any) -> str:
+    """``split`` if it names a non-iid split: ``"shards"`` or ``"dirichlet-<alpha>"``, α > 0."""
+    rule = "'shards' or 'dirichlet-<alpha>' with a finite alpha > 0"
+    if isinstance(split, str) and split == "shards":
+        return split
+    if isinstance(split, str) and split.startswith("dirichlet-"):
+        try:
+            alpha = float(split.removeprefix("dirichlet-"))
+        except ValueError:
+            alpha = float("nan")
+        if np.isfinite(alpha) and alpha > 0:
+            return split
+    raise fail("split", "eegrad.examples.flower", rule, split)
+
+
 def _split(y: np.ndarray, split: str, rng: np.random.Generator) -> list[np.ndarray]:
     K = K_CLIENTS
     if split == "shards":  # two label shards per client (McMahan et al.)
@@ -131,7 +147,7 @@ def _split(y: np.ndarray, split: str, rng: np.random.Generator) -> list[np.ndarr
         shards = np.array_split(order, 2 * K)
         perm = rng.permutation(2 * K)
         return [np.concatenate([shards[perm[2 * i]], shards[perm[2 * i + 1]]]) for i in range(K)]
-    alpha = float(split.split("-")[1]) if "-" in split else 0.3
+    alpha = float(check_split(split).removeprefix("dirichlet-"))
     parts: list[list[int]] = [[] for _ in range(K)]
     for label in range(10):
         idx = rng.permutation(np.flatnonzero(y == label))
@@ -287,35 +303,55 @@ def _grid(runtime_grid: Any) -> Any:
     return runtime_grid if runtime_grid is not None else LocalGrid(client_app(), K_CLIENTS)
 
 
-def run(methods: list[str], seeds: list[int], *, dataset: str, split: str, rounds: int,
-        runtime: str = "local", out: Path | None = None, progress: bool = False,
-        discounts: list[float] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """Every method and seed; rows of :data:`COLUMNS` (plus ``split``)."""
-    jobs = [(m, s, None) for s in seeds for m in methods]
-    jobs += [(f"default-{d:g}", s, d) for s in seeds for d in (discounts or [])]
-    rows: list[dict[str, Any]] = []
-
-    def body(grid: Any) -> None:
-        for m, s, disc in jobs:
-            t0 = time.perf_counter()
-            part = run_one(m, s, dataset=dataset, split=split, rounds=rounds, grid=grid,
-                           discount=disc)  # fmt: skip
-            for r in part:
-                r["split"] = split
-            rows.extend(part)
-            if progress:
-                print(f"  {split} seed {s} {m}: final gap {part[-1]['objective_gap']:.4g} "
-                      f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
+def _job(method: str, seed: int, discount: float | None, *, dataset: str, split: str,
+         rounds: int, grid: Any, progress: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """One federation on ``grid`` (a fresh :class:`~eegrad.flower.LocalGrid` when None)."""
+    import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
 
     level = logging.getLogger("flwr").level
     logging.getLogger("flwr").setLevel(logging.ERROR)
+    t0 = time.perf_counter()
     try:
-        if runtime == "local":
-            body(_grid(None))
-        else:
-            _simulate(body, out or Path("."))
+        rows = run_one(method, seed, dataset=dataset, split=split, rounds=rounds,
+                       grid=_grid(grid), discount=discount)  # fmt: skip
     finally:
         logging.getLogger("flwr").setLevel(level)
+    for r in rows:
+        r["split"] = split
+    if progress:
+        print(f"  {split} seed {seed} {method}: final gap {rows[-1]['objective_gap']:.4g} "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
+    return rows
+
+
+def run(methods: list[str], seeds: list[int], *, dataset: str, split: str, rounds: int,
+        runtime: str = "local", out: Path | None = None, progress: bool = False,
+        discounts: list[float] | None = None, jobs: int = 1) -> list[dict[str, Any]]:  # fmt: skip
+    """Every method and seed; rows of :data:`COLUMNS` (plus ``split``).
+
+    Each federation is seeded by its own (seed, method), so the rows are the same whatever
+    ``jobs``: with ``runtime="local"`` and ``jobs > 1`` (or -1, every core) the federations run
+    in joblib's loky processes, each on its own :class:`~eegrad.flower.LocalGrid`.
+    """
+    todo = [(m, s, None) for s in seeds for m in methods]
+    todo += [(f"default-{d:g}", s, d) for s in seeds for d in (discounts or [])]
+    kw = {"dataset": dataset, "split": split, "rounds": rounds, "progress": progress}
+    if runtime == "local" and jobs != 1:
+        import joblib
+
+        parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
+            joblib.delayed(_job)(m, s, d, grid=None, **kw) for m, s, d in todo)
+        return [r for part in parts for r in part]
+    rows: list[dict[str, Any]] = []
+
+    def body(grid: Any) -> None:
+        for m, s, d in todo:
+            rows.extend(_job(m, s, d, grid=grid, **kw))
+
+    if runtime == "local":
+        body(None)
+    else:
+        _simulate(body, out or Path("."))
     return rows
 
 
@@ -419,20 +455,30 @@ def plot(rows: list[dict[str, Any]], path_stem: Path) -> None:
 def main(out: str | Path = "results/flower", *, quick: bool = False, seeds: int | None = None,
          rounds: int | None = None, splits: tuple[str, ...] | None = None,
          runtime: str = "local", discounts: list[float] | None = None,
-         progress: bool = True) -> dict[str, Any]:  # fmt: skip
+         progress: bool = True, jobs: int = 1) -> dict[str, Any]:  # fmt: skip
     """Run the comparison and write ``flower.csv``, ``flower.png``/``.pdf``, ``metadata.json``."""
+    owner = "eegrad.examples.flower.main"
+    dataset = "digits" if quick else "mnist"
+    seeds = check_integer(seeds if seeds is not None else (2 if quick else 10), "seeds", owner, ge=1)
+    rounds = check_integer(rounds if rounds is not None else (40 if quick else 150), "rounds",
+                           owner, ge=1)  # fmt: skip
+    jobs = check_integer(jobs, "jobs", owner)
+    if jobs == 0 or jobs < -1:
+        raise fail("jobs", owner, "a positive integer or -1 (every core)", jobs)
+    if runtime not in ("local", "simulation"):
+        raise fail("runtime", owner, "'local' or 'simulation'", runtime)
+    splits = tuple(check_split(s) for s in (splits or (("dirichlet-0.3",) if quick
+                                                       else ("dirichlet-0.3", "shards"))))  # fmt: skip
+    for d in discounts or []:
+        check_real(d, "discounts", owner, gt=0, le=1)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    dataset = "digits" if quick else "mnist"
-    seeds = seeds if seeds is not None else (2 if quick else 10)
-    rounds = rounds if rounds is not None else (40 if quick else 200)
-    splits = splits or (("dirichlet-0.3",) if quick else ("dirichlet-0.3", "shards"))
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for split in splits:
         rows += run(_methods(quick), list(range(seeds)), dataset=dataset, split=split,
                     rounds=rounds, runtime=runtime, out=out, progress=progress,
-                    discounts=discounts)  # fmt: skip
+                    discounts=discounts, jobs=jobs)  # fmt: skip
     write_table(out / "flower.csv", rows, (*COLUMNS, "split"))
     summaries = {s: summarise([r for r in rows if r["split"] == s]) for s in splits}
     for split in splits:
@@ -444,7 +490,7 @@ def main(out: str | Path = "results/flower", *, quick: bool = False, seeds: int 
         "example": "flower", "dataset": dataset, "splits": list(splits), "seeds": seeds,
         "rounds": rounds, "clients": K_CLIENTS, "budget": BUDGET,
         "aggregation_per_client": AGG_PER_CLIENT, "client_lr": CLIENT_LR, "reg": REG,
-        "runtime": runtime, "summary": summaries, "versions": {**environment(),
+        "runtime": runtime, "jobs": jobs, "summary": summaries, "versions": {**environment(),
                                                               "flwr": flwr.__version__},
         "wall_time_s": time.perf_counter() - t0})  # fmt: skip
     if progress:
