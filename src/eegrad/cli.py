@@ -125,13 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
         "flower: softmax regression on real digits among 20 non-iid clients with heterogeneous "
         "devices, in Flower (the 'flower' and 'examples' extras): EE-Grad's strategy against "
         "Flower's FedAvg at every fixed client count, at equal total cost. Writes flower.csv "
-        "(method,seed,step,cost,objective_gap,test_accuracy,split), flower.png, metadata.json.",
+        "(method,seed,step,cost,objective_gap,test_accuracy,split), flower.png, metadata.json. "
+        "wall-clock: the samples n clients buy with their shares of a round's time budget "
+        "(eegrad.flower.WallClock), one after another and all at once (the 'flower' and "
+        "'examples' extras). Writes wall_clock.csv (n,mode,rep,client,share,samples,seconds).",
     )
-    ex.add_argument("name", choices=("federated", "flower"), help="the example")
+    ex.add_argument("name", choices=("federated", "flower", "wall-clock"), help="the example")
     ex.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="output folder (default results/NAME)")  # fmt: skip
     ex.add_argument("--seeds", type=int, default=None,
-                    help="independent runs per method (federated: 10; flower: 10, --quick 2)")  # fmt: skip
+                    help="independent runs per method (federated: 10; flower: 10, --quick 2; "
+                         "wall-clock: rounds per n, 10)")  # fmt: skip
     ex.add_argument("--steps", type=int, default=150, help="federated: SGD steps K")
     ex.add_argument("--rounds", type=int, default=None,
                     help="federated: rounds T per step (>= 2N, default 40); flower: server "
@@ -240,6 +244,13 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         path = plot_results(args.results, x=args.x, y=args.y, hue=args.hue, where=args.where,
                             logx=args.logx, logy=args.logy, out=args.out)  # fmt: skip
         print(f"wrote {path}")
+        return 0
+    if args.command == "example" and args.name == "wall-clock":
+        from .examples.wall_clock import main as wall_clock
+
+        out = args.out or Path("results/wall-clock")
+        wall_clock(out, reps=args.seeds or 10)
+        print(f"wrote {out}/")
         return 0
     if args.command == "example" and args.name == "flower":
         from .examples.flower import main as flower
