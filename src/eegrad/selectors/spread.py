@@ -65,9 +65,11 @@ class SpreadThompson(Selector):
     Parameters
     ----------
     discount : float
-        Weight per round of age of past evidence, in (0, 1]. The default, 0.95, is an effective
-        memory of about 20 rounds; ``eegrad example flower --discounts 0.8 0.9 0.98 1`` runs the
-        default rule with other values beside it, to measure the choice on a problem.
+        Weight per round of age of past evidence, in (0, 1]: an effective memory of about
+        1/(1 − discount) rounds. The default, 0.9, was chosen by measurement: in ``eegrad
+        example flower`` (MNIST, two non-iid splits, 10 seeds) it had the smallest final gap
+        of 0.8, 0.9, 0.95, 0.98 and 1 on both splits (README.md, "Flower"). Run ``eegrad example
+        flower --discounts ...`` to measure the choice on your problem.
     population : int or None
         K, the number of clients the n are drawn from without replacement (finite-population
         correction); None for a large population or sampling with replacement.
@@ -92,7 +94,7 @@ class SpreadThompson(Selector):
 
     def __init__(
         self,
-        discount: float = 0.95,
+        discount: float = 0.9,
         population: int | None = None,
         spend: Any = None,
         seed: int = 0,
