@@ -40,7 +40,10 @@ from .selectors import (
     Selector,
     SpreadThompson,
     ThompsonVariance,
+    all_rules,
     default_selector,
+    make_rule,
+    register_rule,
 )
 from .sgd import SGDResult, run_sgd
 from .statistics import ArmStatistics
@@ -88,7 +91,10 @@ __all__ = [
     "Uniform",
     "UniformOracle",
     "__version__",
+    "all_rules",
     "default_selector",
     "estimate_gradient",
+    "make_rule",
+    "register_rule",
     "run_sgd",
 ]

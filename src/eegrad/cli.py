@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from ._validation import InvalidParameterError
-from .config import RULE_NAMES
 
 REPRODUCIBLE = ("figure1", "theorem1", "theorem2", "rules", "memory")
 
@@ -57,25 +56,27 @@ def _add_selector_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--c", type=float, help="Hanson-Wright constant c > 0 (default 1)")
     g.add_argument("--rule", action="append", metavar="NAME", type=_rule_name,
                    help="overlay another selection rule with its defaults (repeatable; "
-                   f"one of {', '.join(RULE_NAMES)}, or the class's name, e.g. MemoryKLLCB; "
+                   "a registered rule's name, e.g. memory_kl_lcb, or its class's name, e.g. "
+                   "MemoryKLLCB; "
                    "study 'sgd', e.g. figure1)")  # fmt: skip
 
 
-#: Selector classes by the configuration's rule names (``--rule MemoryKLLCB``).
-_RULE_ALIASES = {"EEGrad": "eegrad", "KLLCB": "kl_lcb", "ChiSquareLCB": "chi2_lcb",
-                 "ThompsonVariance": "thompson", "MemoryKLLCB": "memory_kl_lcb",
-                 "MemoryThompson": "memory_thompson", "Greedy": "greedy",
-                 "RoundRobin": "round_robin", "OptimalArm": "optimal"}  # fmt: skip
+def _overlay_rules() -> list[Any]:
+    """The registered rules a ``--rule`` overlay can name: no required parameter, and they run
+    in the simulator (not those that learn from the parts of a pull)."""
+    from .selectors import all_rules
+
+    return [i for i in all_rules() if not i.required() and not getattr(i.cls, "uses_parts", False)]
 
 
 def _rule_name(value: str) -> str:
-    rule = _RULE_ALIASES.get(value, value)
-    if rule not in RULE_NAMES or rule == "fixed":
-        raise argparse.ArgumentTypeError(
-            f"must be one of {', '.join(r for r in RULE_NAMES if r != 'fixed')} "
-            f"or {', '.join(_RULE_ALIASES)}; got {value!r}"
-        )
-    return rule
+    for info in _overlay_rules():
+        if value in (info.name, info.cls.__name__):
+            return info.name
+    raise argparse.ArgumentTypeError(
+        f"must be one of {', '.join(i.name for i in _overlay_rules())} or "
+        f"{', '.join(i.cls.__name__ for i in _overlay_rules())}; got {value!r}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

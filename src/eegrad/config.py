@@ -81,24 +81,36 @@ class ArmsConfig:
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """A selection rule. ``rule``: ``"eegrad"`` (α, β, P, c; Algorithm 1), ``"kl_lcb"`` (c,
-    dims), ``"chi2_lcb"`` (alpha, dims), ``"thompson"`` (dims), ``"greedy"``,
-    ``"round_robin"``, ``"optimal"`` or ``"fixed"`` (with ``n``). ``alpha`` and ``c`` left out
-    take each rule's default (EE-Grad: α = 2.5, c = 1; kl-LCB: c = 0; χ²-LCB: α = 1).
-    ``label`` names the rule in tables and figures (default: derived from the rule)."""
+    """A selection rule: ``rule``, the name of a registered rule (:func:`eegrad.all_rules`:
+    ``"eegrad"``, ``"kl_lcb"``, ``"memory_thompson"``, ``"fixed"``...), ``label``, its name in
+    tables and figures (default: derived from the rule), and the rule's own parameters as the
+    other keys of the same table, checked by the rule's class — e.g. ``alpha``, ``beta``, ``P``,
+    ``c`` for ``"eegrad"`` (Algorithm 1), ``n`` for ``"fixed"``, ``window`` for
+    ``"memory_thompson"``. A parameter left out takes the class's default. ``horizon`` of
+    ``"memory_kl_lcb"`` may also be ``"KT"``: the study's K·T rounds at each T."""
 
     rule: str = "eegrad"
-    alpha: float | None = None
-    beta: float | str = "oracle"
-    P: float | str = "oracle"
-    c: float | None = None
-    n: int | None = None
-    dims: float | str = "d"
-    discount: float = 1.0
-    #: Rule ``"memory_kl_lcb"`` told the horizon: the run's rounds (an integer), or ``"KT"``
-    #: for the study's K·T at each T. Left out: the anytime rule.
-    horizon: int | str | None = None
     label: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, key: str) -> Any:
+        """The parameter ``key`` as configured, else the rule's default."""
+        if key in self.params:
+            return self.params[key]
+        from .selectors import rule_info
+
+        return rule_info(self.rule).parameters()[key].default
+
+    def __getattr__(self, key: str) -> Any:
+        # ``sel.c``: the rule's parameter as :meth:`value` gives it (only for the rule's own
+        # parameters; anything else is the usual AttributeError).
+        if key.startswith("_") or key in ("rule", "label", "params"):
+            raise AttributeError(key)
+        from .selectors import rule_info
+
+        if key in rule_info(self.rule).parameters():
+            return self.value(key)
+        raise AttributeError(f"rule {self.rule!r} has no parameter {key!r}")
 
 
 @dataclass(frozen=True)
@@ -148,9 +160,6 @@ class ExperimentConfig:
     spawn_key: list[int] = field(default_factory=list)
 
 
-RULE_NAMES = ("eegrad", "kl_lcb", "chi2_lcb", "thompson", "memory_kl_lcb", "memory_thompson",
-              "greedy", "round_robin", "optimal", "fixed")  # fmt: skip
-
 _CHOICES = {
     ("study",): ("sgd", "theorem1", "theorem2", "rules", "memory"),
     ("engine",): ("auto", "numpy", "numba"),
@@ -158,8 +167,6 @@ _CHOICES = {
     ("objective", "kind"): ("quadratic", "diagonal_quadratic"),
     ("arms", "costs", "kind"): ("power",),
     ("arms", "costs", "aggregation"): ("linear", "log", "power"),
-    ("selector", "rule"): RULE_NAMES,
-    ("rules", "rule"): RULE_NAMES,
 }
 
 
@@ -221,7 +228,59 @@ def _type_error(key: str, where: str, tp: Any, value: Any) -> ConfigError:
     )
 
 
+def _build_selector(data: dict[str, Any], prefix: str, where: str) -> SelectorConfig:
+    """A rule's table: ``rule``, ``label`` and the parameters of the rule's class, each checked
+    by building the rule (its constructor's own errors, naming the parameter and the rule)."""
+    from .selectors import make_rule, rule_info, rule_names
+
+    rule = data.get("rule", "eegrad")
+    if not isinstance(rule, str) or rule not in rule_names():
+        raise ConfigError(f"Key '{prefix}.rule' in {where} must be one of "
+                          f"{', '.join(map(repr, rule_names()))}. Got {rule!r} instead.")  # fmt: skip
+    label = data.get("label")
+    if label is not None and not isinstance(label, str):
+        raise _type_error(f"{prefix}.label", where, str, label)
+    info = rule_info(rule)
+    accepted = info.parameters()
+    try:
+        hints = typing.get_type_hints(info.cls.__init__)
+    except Exception:  # noqa: BLE001 - annotations that do not resolve: the class checks alone
+        hints = {}
+    params: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("rule", "label"):
+            continue
+        if key not in accepted:
+            raise ConfigError(
+                f"Unknown key '{prefix}.{key}' in {where} for rule {rule!r} "
+                f"({info.cls.__name__}). Expected one of: rule, label, {', '.join(accepted)}."
+            )
+        hint = hints.get(key, Any)
+        if not (key == "horizon" and value == "KT") and hint is not Any:
+            value = _convert(value, hint, f"{prefix}.{key}", where)  # the class's annotation
+        params[key] = value
+    for key in info.required():
+        if key not in params:
+            raise ConfigError(f"Key '{prefix}.{key}' in {where} must be given for rule {rule!r}.")
+    if getattr(info.cls, "uses_parts", False):
+        raise ConfigError(
+            f"Key '{prefix}.rule' in {where}: rule {rule!r} learns from the parts of each pull, "
+            "which the simulator does not produce; use it through "
+            "GradientEstimator.tell_parts or eegrad.flower."
+        )
+    trial = dict(params)
+    if trial.get("horizon") == "KT" and "horizon" in accepted:
+        trial["horizon"] = 1  # the study's K·T, known when the study runs
+    try:
+        make_rule(rule, **trial)
+    except (InvalidParameterError, TypeError) as exc:
+        raise ConfigError(f"In {where}, table {prefix!r}: {exc}") from None
+    return SelectorConfig(rule=rule, label=label, params=params)
+
+
 def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
+    if cls is SelectorConfig:
+        return _build_selector(data, prefix, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
@@ -275,14 +334,6 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
         need(len(cfg.eta) == 1, "eta", "one step size for study 'sgd'", cfg.eta)
     if cfg.study == "theorem1":
         need(len(cfg.w) == _dimension(cfg), "w", f"a list of d = {_dimension(cfg)} floats", cfg.w)
-    for key, sel in [("selector", cfg.selector)] + [("rules", r) for r in cfg.rules]:
-        if sel.rule == "fixed":
-            need(sel.n is not None, f"{key}.n", "given for rule 'fixed'", None)
-        if sel.horizon is not None:
-            need(sel.rule == "memory_kl_lcb", f"{key}.horizon",
-                 "left out unless rule = 'memory_kl_lcb'", sel.horizon)  # fmt: skip
-            need(sel.horizon == "KT" or (isinstance(sel.horizon, int) and sel.horizon >= 1),
-                 f"{key}.horizon", "'KT' or an integer >= 1", sel.horizon)  # fmt: skip
     if cfg.study in ("rules", "memory"):
         need(len(cfg.profiles) >= 1, "profiles", "at least one [[profiles]] table", [])
         for p in cfg.profiles:
@@ -301,7 +352,11 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
 
     def clean(x: Any) -> Any:
         if isinstance(x, dict):
+            if "params" in x and "rule" in x:  # a rule's table: its parameters beside 'rule'
+                x = {"rule": x["rule"], "label": x["label"], **x["params"]}
             return {k: clean(v) for k, v in x.items() if v is not None}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
         return x
 
     return clean(dataclasses.asdict(cfg))

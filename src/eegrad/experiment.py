@@ -25,19 +25,7 @@ from .estimators import control_variate_mean, quadratic_final_gaps
 from .objectives import Objective, Quadratic, QuadraticForm
 from .oracle import MiniBatchOracle
 from .rounds import estimate_gradient
-from .selectors import (
-    KLLCB,
-    ChiSquareLCB,
-    EEGrad,
-    FixedArm,
-    Greedy,
-    MemoryKLLCB,
-    MemoryThompson,
-    OptimalArm,
-    RoundRobin,
-    Selector,
-    ThompsonVariance,
-)
+from .selectors import FixedArm, OptimalArm, Selector, make_rule
 from .sgd import run_sgd
 
 __all__ = [
@@ -142,46 +130,31 @@ def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
 def build_selector(
     sel: SelectorConfig, c: float | None = None, rounds: int | None = None
 ) -> Selector:
-    """The selector a configuration names (``c`` overrides the configured c; ``rounds``, the
-    run's total rounds, resolves ``horizon = "KT"``)."""
-    c = sel.c if c is None else c
-    if sel.rule == "eegrad":
-        return EEGrad(alpha=2.5 if sel.alpha is None else sel.alpha, beta=sel.beta, P=sel.P,
-                      c=1.0 if c is None else c)  # fmt: skip
-    if sel.rule == "kl_lcb":
-        return KLLCB(c=0.0 if c is None else c, dims=sel.dims)
-    if sel.rule == "chi2_lcb":
-        return ChiSquareLCB(alpha=1.0 if sel.alpha is None else sel.alpha, dims=sel.dims)
-    if sel.rule == "thompson":
-        return ThompsonVariance(dims=sel.dims)
-    if sel.rule == "memory_kl_lcb":
-        horizon = rounds if sel.horizon == "KT" else sel.horizon
-        if sel.horizon == "KT" and rounds is None:
+    """The selector a configuration names, built by the rule registry (``c`` overrides the
+    configured c; ``rounds``, the run's total rounds, resolves ``horizon = "KT"``)."""
+    params = dict(sel.params)
+    if c is not None:
+        params["c"] = c
+    if params.get("horizon") == "KT":
+        if rounds is None:
             raise ConfigError("Key 'horizon' = 'KT' needs a study that runs K iterates of T "
                               "rounds ('sgd' or 'memory').")  # fmt: skip
-        return MemoryKLLCB(c=0.0 if c is None else c, discount=sel.discount, horizon=horizon)
-    if sel.rule == "memory_thompson":
-        return MemoryThompson(discount=sel.discount)
-    if sel.rule == "greedy":
-        return Greedy()
-    if sel.rule == "round_robin":
-        return RoundRobin()
-    if sel.rule == "optimal":
-        return OptimalArm()
-    return FixedArm(sel.n)
+        params["horizon"] = rounds
+    return make_rule(sel.rule, **params)
 
 
 def rule_name(sel: SelectorConfig) -> str:
     """The method's name in tables: the label, else ``mboN`` for a fixed arm, else the rule
-    (with EE-Grad's c where it differs from the default 1)."""
+    (with EE-Grad's c where it differs from the default 1, and a horizon where told one)."""
     if sel.label:
         return sel.label
+    p = sel.params
     if sel.rule == "fixed":
-        return f"mbo{sel.n}"
-    if sel.rule == "eegrad" and sel.c not in (None, 1.0):
-        return f"eegrad-c{sel.c:g}"
-    if sel.horizon is not None:
-        return f"{sel.rule}-h{sel.horizon}"
+        return f"mbo{p['n']}"
+    if sel.rule == "eegrad" and p.get("c") not in (None, 1.0):
+        return f"eegrad-c{p['c']:g}"
+    if p.get("horizon") is not None:
+        return f"{sel.rule}-h{p['horizon']}"
     return sel.rule
 
 
@@ -207,7 +180,7 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
 
 
 def _c_values(cfg: ExperimentConfig) -> list[float]:
-    return list(cfg.c_values) or [cfg.selector.c]
+    return list(cfg.c_values) or [cfg.selector.value("c")]
 
 
 def study_work(cfg: ExperimentConfig) -> int:
@@ -302,7 +275,7 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
             lhs = err - star_T
             rhs = (res.counts @ arms.delta) / T**2
             regret = (res.counts @ arms.delta) / (T * arms.sigma2_star)
-            z = float(theory.Z_T(T, arms.sigma2, S, sel_cfg.alpha, beta, P, c, oracle.d))
+            z = float(theory.Z_T(T, arms.sigma2, S, sel_cfg.value("alpha"), beta, P, c, oracle.d))
             row = _t1_row(T, "eegrad", c, *_mean_se(err), star_T, z, R)
             row.update(zip(("identity_lhs_mean", "identity_lhs_se"), _mean_se(lhs), strict=True))
             row.update(zip(("identity_rhs_mean", "identity_rhs_se"), _mean_se(rhs), strict=True))
@@ -319,8 +292,8 @@ def _theorem1_study(cfg: ExperimentConfig, tick: Progress) -> Study:
 
 def _eegrad_constants(sel: SelectorConfig, arms: Arms, S: Any) -> tuple[Any, Any]:
     """β and P of EE-Grad as the bounds of Theorems 1 and 2 use them ("oracle": the truth)."""
-    beta = arms.sigma2.max() if sel.beta == "oracle" else sel.beta
-    P = S if sel.P == "oracle" else sel.P
+    beta = arms.sigma2.max() if sel.value("beta") == "oracle" else sel.value("beta")
+    P = S if sel.value("P") == "oracle" else sel.value("P")
     return beta, P
 
 
@@ -369,7 +342,7 @@ def _theorem2_study(cfg: ExperimentConfig, tick: Progress) -> Study:
                 edge = float(theory.eta_max(arms.sigma2_star / T, L))
             else:
                 # τ(w) depends on w through Z_T(w): the bound on E F(w_2) is E[τ(w_1) F(w_1)].
-                O = theory.O_T(T, arms.sigma2, S, sel_cfg.alpha, beta, P, c, oracle.d)
+                O = theory.O_T(T, arms.sigma2, S, sel_cfg.value("alpha"), beta, P, c, oracle.d)
                 bound = float(np.sum(weights * theory.tau(eta, arms.sigma2_star, T, O, m, L)))
                 study.extra["O"][c] = float(np.sum(weights * O))
                 z = arms.sigma2_star / T + study.extra["O"][c]

@@ -30,10 +30,9 @@ def _label(method: str) -> str:
     if method.startswith("memory_kl_lcb-h"):
         told = method[len("memory_kl_lcb-h") :]
         return f"kl-LCB with memory, told {'K·T' if told == 'KT' else told}"
-    return {"eegrad": "EE-Grad", "optimal": "optimal oracle", "greedy": "greedy",
-            "round_robin": "round-robin", "kl_lcb": "kl-LCB", "chi2_lcb": "χ²-LCB",
-            "thompson": "Thompson (variance)", "memory_kl_lcb": "kl-LCB with memory",
-            "memory_thompson": "Thompson with memory"}.get(method, method)  # fmt: skip
+    from .selectors import all_rules
+
+    return {info.name: info.label for info in all_rules()}.get(method, method)
 
 
 def _colours(methods: list[str]) -> dict[str, str]:

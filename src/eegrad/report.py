@@ -77,7 +77,8 @@ def figure1_section(study: Study, image: str) -> Section:
 def _selector_text(cfg) -> str:
     s = cfg.selector
     if s.rule == "eegrad":
-        return f"EE-Grad with α = {s.alpha}, β = {s.beta}, P = {s.P}, c = {s.c}"
+        return (f"EE-Grad with α = {s.value('alpha')}, β = {s.value('beta')}, "
+                f"P = {s.value('P')}, c = {s.value('c')}")  # fmt: skip
     return s.rule
 
 

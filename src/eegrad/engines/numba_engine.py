@@ -10,13 +10,17 @@ import numpy as np
 
 from .._random import RealizationStreams
 from ..oracle import IterateOracle
-from ..selectors import KLLCB, EEGrad, FixedArm, Greedy, OptimalArm, RoundRobin, ThompsonVariance
+from ..selectors import KLLCB, EEGrad, FixedArm, Greedy, OptimalArm, ThompsonVariance, all_rules
 from ..selectors.base import Selector
 
 __all__ = ["run_rounds", "unsupported_reason"]
 
-#: Selector classes the kernels implement (exact types: a subclass may change the rule).
-RULES = (EEGrad, Greedy, FixedArm, OptimalArm, RoundRobin, KLLCB, ThompsonVariance)
+
+
+def compiled_rules() -> tuple[type, ...]:
+    """Selector classes the kernels implement: the registry's ``compiled`` rules (exact types:
+    a subclass may change the rule)."""
+    return tuple(info.cls for info in all_rules() if info.compiled)
 
 
 def unsupported_reason(at: Any, selector: Selector) -> str | None:
@@ -26,7 +30,7 @@ def unsupported_reason(at: Any, selector: Selector) -> str | None:
     noise = at.oracle.noise
     if not (noise.direct and noise.kind == "normal"):
         return f"noise family {noise.name!r} (only Gaussian, drawn directly)"
-    if type(selector) not in RULES:
+    if type(selector) not in compiled_rules():
         return f"selector {type(selector).__name__}"
     return None
 

@@ -5,6 +5,15 @@ from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
 from .memory import MemoryKLLCB, MemoryRule, MemoryThompson
+from .registry import (
+    RuleInfo,
+    all_rules,
+    make_rule,
+    register_rule,
+    rule_info,
+    rule_names,
+    unregister_rule,
+)
 from .rules import KLLCB, ChiSquareLCB, ThompsonVariance
 from .spread import SpreadThompson
 
@@ -22,8 +31,15 @@ __all__ = [
     "OptimalArm",
     "ProtocolError",
     "RoundRobin",
+    "RuleInfo",
     "Selector",
     "SpreadThompson",
     "ThompsonVariance",
+    "all_rules",
     "default_selector",
+    "make_rule",
+    "register_rule",
+    "rule_info",
+    "rule_names",
+    "unregister_rule",
 ]

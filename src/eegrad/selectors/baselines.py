@@ -8,10 +8,12 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from .base import IndexSelector, Selector
+from .registry import register_rule
 
 __all__ = ["FixedArm", "Greedy", "OptimalArm", "RoundRobin"]
 
 
+@register_rule("fixed", label="MBO(n)", compiled=True, example={"n": 1})
 class FixedArm(Selector):
     """Always the mini-batch oracle MBO(n) (n is the paper's mini-batch size, 1-based).
 
@@ -44,6 +46,7 @@ class FixedArm(Selector):
         return counts
 
 
+@register_rule("optimal", label="optimal oracle", compiled=True)
 class OptimalArm(Selector):
     """The optimal mini-batch oracle MBO(n*), n* = argmin σ_n² (Theorem 1's comparator).
 
@@ -63,6 +66,7 @@ class OptimalArm(Selector):
         return counts
 
 
+@register_rule("round_robin", label="round-robin", compiled=True)
 class RoundRobin(Selector):
     """Arms 1..N in turn, whatever was observed (pure exploration)."""
 
@@ -76,6 +80,7 @@ class RoundRobin(Selector):
         return T // N + (np.arange(N) < T % N).astype(np.int64)
 
 
+@register_rule("greedy", label="greedy", compiled=True)
 class Greedy(IndexSelector):
     """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
 

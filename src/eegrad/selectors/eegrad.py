@@ -9,6 +9,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError, check_real
 from .base import IndexSelector
+from .registry import register_rule
 
 __all__ = ["EEGrad"]
 
@@ -26,6 +27,7 @@ def _constant(value: Any, name: str) -> float | str:
     return check_real(value, name, "EEGrad", gt=0, ref="eq. funcf")
 
 
+@register_rule("eegrad", label="EE-Grad", compiled=True, example={"beta": 50.0, "P": 1.0})
 class EEGrad(IndexSelector):
     r"""The paper's rule (Algorithm 1): each arm twice in rounds 1..2N (n = 1..N, 1..N), then
 

@@ -63,6 +63,7 @@ from .._validation import InvalidParameterTypeError, check_integer, check_real
 from ..oracle import Truth
 from ..statistics import ArmStatistics
 from .base import Selector
+from .registry import register_rule
 from .rules import kl_lcb_ratio
 
 __all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson"]
@@ -265,6 +266,7 @@ class MemoryRule(Selector):
         raise NotImplementedError
 
 
+@register_rule("memory_kl_lcb", label="kl-LCB with memory")
 class MemoryKLLCB(MemoryRule):
     r"""kl-LCB on the pooled evidence of all iterates:
 
@@ -342,6 +344,7 @@ class MemoryKLLCB(MemoryRule):
         return np.where(nu > 0, sigma2 / x, -np.inf)
 
 
+@register_rule("memory_thompson", label="Thompson with memory")
 class MemoryThompson(MemoryRule):
     r"""Posterior sampling of σ_n² on the pooled evidence of all iterates:
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._validation import InvalidParameterTypeError, check_integer, check_real, fail
 from .base import IndexSelector
+from .registry import register_rule
 
 __all__ = ["KLLCB", "ChiSquareLCB", "ThompsonVariance", "kl_lcb_ratio"]
 
@@ -55,6 +56,7 @@ class _ScaleRule(IndexSelector):
         return per_pull * dof, self.stats.sq_dev / dof
 
 
+@register_rule("chi2_lcb", label="χ²-LCB")
 class ChiSquareLCB(_ScaleRule):
     r"""Lower confidence bound on each arm's scale from the χ² law of the trace statistic.
 
@@ -106,6 +108,7 @@ def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
     return np.where(y > 0, x, 1.0)
 
 
+@register_rule("kl_lcb", label="kl-LCB", compiled=True)
 class KLLCB(_ScaleRule):
     r"""The kl-LCB for a Gaussian scale: the smallest s with
 
@@ -145,6 +148,7 @@ class KLLCB(_ScaleRule):
         return V / x
 
 
+@register_rule("thompson", label="Thompson (variance)", compiled=True)
 class ThompsonVariance(_ScaleRule):
     r"""Posterior sampling of each arm's scale s_n = σ_n² S(w).
 

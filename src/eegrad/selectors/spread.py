@@ -49,12 +49,14 @@ import numpy as np
 from .._validation import check_array, check_integer, check_real, fail
 from ..spread import check_population, pair_design, variance_coefficients
 from .base import ProtocolError, Selector
+from .registry import register_rule
 
 __all__ = ["SpreadThompson"]
 
 _RIDGE = 1e-6  # relative ridge on the 2×2 normal matrix: splits S², τ² evenly when collinear
 
 
+@register_rule("spread_thompson", label="Thompson on the spread of parts")
 class SpreadThompson(Selector):
     r"""Posterior sampling on the client-sampling model, fitted from the parts of each pull.
 
