@@ -371,3 +371,28 @@ def test_posterior_sampler_against_a_grid_posterior():
     log_ratio = np.log(draws[:, 1] / draws[:, 0])
     ks = stats.kstest(log_ratio, lambda x: np.interp(x, r, cdf)).statistic
     assert ks < 0.02
+
+
+def test_oracles_that_change_N_are_refused_for_a_rule_with_memory():
+    # Memory across iterates needs one set of arms; per-iterate oracles with another N used to
+    # drop the evidence silently. Rules without memory start afresh at every iterate anyway.
+    from eegrad import (
+        Arms,
+        GaussianOracle,
+        InvalidParameterError,
+        Quadratic,
+        ThompsonVariance,
+        estimate_gradient,
+        run_sgd,
+    )
+
+    obj = Quadratic(d=2)
+    three, four = GaussianOracle(obj, Arms([3.0, 2.0, 2.5])), GaussianOracle(obj, Arms([3.0, 2.0, 2.5, 2.8]))
+    w0 = np.ones((4, 2))
+    with pytest.raises(InvalidParameterError, match=r"iterate 2 with N = 4"):
+        run_sgd([three, four], MemoryThompson(), w0, 2, 8, 0.5, 0)
+    sel = MemoryThompson()
+    estimate_gradient(three, sel, w0, 8, 0)
+    with pytest.raises(InvalidParameterError, match="keeps its evidence across iterates"):
+        estimate_gradient(four, sel, w0, 8, 0, new_iterate=True)
+    run_sgd([three, four], ThompsonVariance(), w0, 2, 8, 0.5, 0)  # no memory: allowed

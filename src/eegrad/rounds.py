@@ -148,6 +148,10 @@ def estimate_gradient(
     streams = RealizationStreams(gen, R, rounds=T)
     if new_iterate and selector._shape == (R, N, d):
         selector.next_iterate(truth=at.truth(), streams=streams)
+    elif new_iterate and selector.keeps_memory and selector._shape is not None:
+        raise fail("oracle", owner, f"of the same R, N, d as the last iterate, {selector._shape}, "
+                   f"for {type(selector).__name__}, which keeps its evidence across iterates",
+                   f"R, N, d = {(R, N, d)}")  # fmt: skip
     else:
         selector.init(R, N, d, truth=at.truth(), streams=streams)
     counts = selector.oblivious_counts(T)

@@ -132,6 +132,13 @@ def run_sgd(
     w = check_w(oracles[0], w0, owner, "w0").copy()
     for o in oracles:
         check_T(T, selector, o.arms.N, owner)
+    if selector.keeps_memory:
+        for k, o in enumerate(oracles[1:], start=2):
+            if o.arms.N != oracles[0].arms.N:
+                raise fail("oracle", owner, f"a sequence whose oracles have one N for "
+                           f"{type(selector).__name__}, which keeps its evidence across iterates "
+                           f"(iterate 1 has N = {oracles[0].arms.N})",
+                           f"iterate {k} with N = {o.arms.N}")  # fmt: skip
     etas = resolve_eta(eta, K, owner)
     gen = as_generator(rng, owner)
     R, d = w.shape

@@ -44,6 +44,8 @@ class Selector:
     #: Whether the rule learns from the parts of a pull (:meth:`tell_parts`): such a rule is
     #: told their pair sum and weights; any other rule is told their weighted mean.
     uses_parts: bool = False
+    #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
+    keeps_memory: bool = False
 
     def __init__(self) -> None:
         self._shape: tuple[int, int, int] | None = None

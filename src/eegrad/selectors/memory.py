@@ -74,6 +74,8 @@ _SCALAR_ABOVE = 16
 class MemoryRule(Selector):
     """Shared machinery of the rules with memory (see the module's notes)."""
 
+    keeps_memory = True
+
     def __init__(
         self,
         shape: str = "auto",

@@ -93,6 +93,7 @@ class SpreadThompson(Selector):
 
     uses_statistics = False
     uses_parts = True
+    keeps_memory = True
 
     def __init__(
         self,
