@@ -205,3 +205,25 @@ def test_a_toy_rule_is_one_module(toy_rule):
     test_ask_tell_protocol(toy_rule)
     test_choices_depend_only_on_the_seed_and_the_observations(toy_rule)
     test_warm_up(toy_rule)
+
+
+@pytest.mark.parametrize("info", RULES)
+def test_summaries_are_checked_at_the_public_boundary(info):
+    sel = _make(info)
+    sel.init(R, N, D, truth=TRUTH)
+    assert sel.sizes == (R, N, D)
+    assert sel.tell_needs() in ("summary", "gram", "full", "pairs")
+    arms = sel.ask()
+    with pytest.raises(InvalidParameterError, match="'sq_increment'"):
+        sel.tell_summary(arms, -np.ones(R))
+    with pytest.raises(InvalidParameterError, match="'pair_sums'"):
+        sel.tell_pair_sums(arms, np.full(R, np.nan), np.ones((R, 2)))
+    with pytest.raises(InvalidParameterError, match="'weights'"):
+        sel.tell_pair_sums(arms, np.ones(R), np.zeros((R, 2)))
+    if sel.uses_parts:
+        sel.tell_pair_sums(arms, np.ones(R), np.ones((R, 2)))
+    else:
+        with pytest.raises(ProtocolError, match="parts"):
+            sel.tell_pair_sums(arms, np.ones(R), np.ones((R, 2)))
+    with pytest.raises(ProtocolError):
+        _make(info).absorb(np.zeros((R, N), np.int64), 0)

@@ -34,7 +34,6 @@ from ._random import RealizationStreams, as_generator
 from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
 from .arms import Arms
 from .selectors.base import ProtocolError, Selector
-from .selectors.memory import MemoryRule
 from .spread import check_weights, pair_sum
 
 __all__ = ["GradientEstimator"]
@@ -219,8 +218,7 @@ class GradientEstimator:
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
-        if selector.needs_truth:
-            raise selector._truth_error()
+        selector.check_truth(None)  # a training loop has no simulator's truth
         self.N = arms.N if isinstance(arms, Arms) else check_integer(arms, "arms", owner, ge=1)
         self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
         self.dim = check_integer(dim, "dim", owner, ge=1)
@@ -244,9 +242,7 @@ class GradientEstimator:
         #: gradient on the host (rules with memory, diagonal shape: d <= 16); "pairs" — the
         #: pair sum of the round's parts and their weights (rules that learn from parts, told
         #: by :meth:`tell_parts` only).
-        sel = self.selector
-        self._mode = ("pairs" if sel.uses_parts else "summary" if not isinstance(sel, MemoryRule)
-                      else "gram" if sel.scalar else "full")  # fmt: skip
+        self._mode = self.selector.tell_needs()
         if self._backend is not None:
             # Keep the buffers (N·d numbers) from estimate to estimate; cleared, not reallocated.
             self._backend.clear(centred=self._mode == "gram")
@@ -342,14 +338,14 @@ class GradientEstimator:
         self._backend.commit(arm, cnt)
         arms = np.array([arm])
         if self._mode == "pairs":
-            self.selector._observe_pairs(arms, np.array([pairs[0]]), pairs[1][None])
+            self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None])
         elif self._mode == "full":
             host = g.detach().cpu().numpy() if _is_torch(g) else g
-            self.selector._observe(arms, np.asarray(host, dtype=np.float64)[None])
+            self.selector.tell(arms, np.asarray(host, dtype=np.float64)[None], check=False)
         elif self._mode == "gram":
-            self.selector._observe_gram(arms, np.array([inc]), self._backend.gram_row(arm)[None])
+            self.selector.tell_summary(arms, np.array([inc]), self._backend.gram_row(arm)[None])
         else:
-            self.selector._observe_summary(arms, np.array([inc]))
+            self.selector.tell_summary(arms, np.array([inc]))
         self._pending = None
         self.t += 1
 

@@ -146,10 +146,10 @@ def estimate_gradient(
     R, d = w.shape
     at = oracle.at(w)
     streams = RealizationStreams(gen, R, rounds=T)
-    if new_iterate and selector._shape == (R, N, d):
+    if new_iterate and selector.sizes == (R, N, d):
         selector.next_iterate(truth=at.truth(), streams=streams)
-    elif new_iterate and selector.keeps_memory and selector._shape is not None:
-        raise fail("oracle", owner, f"of the same R, N, d as the last iterate, {selector._shape}, "
+    elif new_iterate and selector.keeps_memory and selector.sizes is not None:
+        raise fail("oracle", owner, f"of the same R, N, d as the last iterate, {selector.sizes}, "
                    f"for {type(selector).__name__}, which keeps its evidence across iterates",
                    f"R, N, d = {(R, N, d)}")  # fmt: skip
     else:
@@ -159,8 +159,7 @@ def estimate_gradient(
         mean = at.sample_mean(counts, T, streams)
         if mean is not None:  # the same draw whatever the engine
             _check_output(mean, T, np.full(R, int(np.argmax(counts))), R, d)
-            selector.counts[:] = counts
-            selector.t = T
+            selector.absorb(np.broadcast_to(counts, (R, counts.size)), T)
             return GradientEstimate(gradient=mean, counts=selector.counts.copy())
     if resolve_engine(engine, at, selector, owner) == "numba":
         from .engines.numba_engine import run_rounds
@@ -183,13 +182,13 @@ def numpy_rounds(
 
     ``after_round(t)``, if given, is called after each round (e.g. to read the counts).
     """
-    R, d = selector.counts.shape[0], selector._shape[2]
+    R, _, d = selector.sizes
     total = np.zeros((R, d))
     for t in range(1, T + 1):
         arms = selector.ask(t)
         g = at.sample(arms, streams)
         _check_output(g, t, arms, R, d)
-        selector._observe(arms, g)  # checked just above: skip tell()'s second check
+        selector.tell(arms, g, check=False)  # checked just above
         total += g
         if after_round is not None:
             after_round(t)

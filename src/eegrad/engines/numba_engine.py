@@ -42,12 +42,12 @@ def _rule(selector: Selector, truth: Any, R: int) -> tuple[int, np.ndarray, np.n
     if type(selector) is EEGrad:
         beta, P_in = selector.constants()
         P = np.full(R, P_in) if np.ndim(P_in) == 0 else np.asarray(P_in, dtype=float).reshape(R)
-        k1, k2, _ = selector._factors(1)
+        k1, k2, _ = selector.factors(1)
         return k.EEGRAD, np.array([beta, k1, k2]), P, True
     if type(selector) is Greedy:
         return k.GREEDY, np.zeros(1), P, True
     if type(selector) in (KLLCB, ThompsonVariance):
-        d = selector._shape[2]
+        d = selector.sizes[2]
         per_pull = float(d if selector.dims == "d" else selector.dims)
         if type(selector) is KLLCB:
             return k.KL_LCB, np.array([selector.c, per_pull]), P, True
@@ -123,9 +123,5 @@ def run_rounds(
         futures = [pool.submit(job, b) for b in range(n_blocks)]
         for f in futures:
             f.result()
-    selector.counts[:] = count
-    selector.t = T
-    if selector.uses_statistics:
-        selector.stats.mean[:] = mean
-        selector.stats.sq_dev[:] = sq
+    selector.absorb(count, T, mean, sq)
     return total, ckpt_counts

@@ -58,8 +58,7 @@ class Selector:
         ``streams`` (a :class:`~eegrad._random.RealizationStreams`) gives randomised rules
         their per-block generators; rules without randomness ignore it.
         """
-        if self.needs_truth and truth is None:
-            raise self._truth_error()
+        self.check_truth(truth)
         self._shape = (R, N, d)
         self.truth = truth
         self.streams = streams
@@ -69,6 +68,24 @@ class Selector:
         self.t = 0  # rounds told so far
         self._rows = np.arange(R)
         self._pending: np.ndarray | None = None
+
+    def check_truth(self, truth: Truth | None) -> None:
+        """Raise the rule's error if it reads the simulator's truth and ``truth`` is None (a
+        user's training loop has none)."""
+        if self.needs_truth and truth is None:
+            raise self._truth_error()
+
+    def tell_needs(self) -> str:
+        """What each round must tell the rule, at least (after :meth:`init`): ``"summary"`` —
+        the squared-deviation increment (:meth:`tell_summary`); ``"gram"`` — that and the
+        pulled arm's Gram row; ``"full"`` — the gradient (:meth:`tell`); ``"pairs"`` — the
+        parts' pair sums and weights (:meth:`tell_parts`, :meth:`tell_pair_sums`)."""
+        return "pairs" if self.uses_parts else "summary"
+
+    @property
+    def sizes(self) -> tuple[int, int, int] | None:
+        """(R, N, d) of the current estimate, or None before :meth:`init`."""
+        return self._shape
 
     def next_iterate(self, truth: Truth | None = None, streams: Any = None) -> None:
         """A new SGD iterate begins (same R, N, d). Rules without memory forget everything,
@@ -118,16 +135,84 @@ class Selector:
         if not np.array_equal(arms, self._pending):
             raise ProtocolError(f"{self!r}: {call}() with other arms than the last ask() returned")
 
-    def tell(self, arms: np.ndarray, gradients: np.ndarray) -> None:
-        """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask."""
+    def tell(self, arms: np.ndarray, gradients: np.ndarray, *, check: bool = True) -> None:
+        """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask.
+
+        ``check=False`` skips the shape and finiteness checks, for callers that made them
+        already (the simulator checks every oracle output once)."""
         self._check_pending(arms, "tell")
-        R, _, d = self._shape  # type: ignore[misc]
-        g = np.asarray(gradients, dtype=np.float64)
-        if g.shape != (R, d):
-            raise fail("gradients", f"{type(self).__name__}.tell", f"of shape ({R}, {d})", g.shape)
-        if not np.all(np.isfinite(g)):
-            raise fail("gradients", f"{type(self).__name__}.tell", "finite (no NaN or Inf)", g)
+        if check:
+            R, _, d = self._shape  # type: ignore[misc]
+            g = np.asarray(gradients, dtype=np.float64)
+            owner = f"{type(self).__name__}.tell"
+            if g.shape != (R, d):
+                raise fail("gradients", owner, f"of shape ({R}, {d})", g.shape)
+            if not np.all(np.isfinite(g)):
+                raise fail("gradients", owner, "finite (no NaN or Inf)", g)
+        else:
+            g = gradients
         self._observe(arms, g)
+
+    def tell_summary(self, arms: np.ndarray, sq_increment: np.ndarray,
+                     gram_row: np.ndarray | None = None) -> None:  # fmt: skip
+        r"""Record a round from its summary, for callers that keep the arms' means themselves
+        (a training loop whose gradients stay on a GPU: :class:`~eegrad.GradientEstimator`).
+
+        Parameters
+        ----------
+        arms : ndarray of shape (R,)
+            The arms of the last :meth:`ask`.
+        sq_increment : ndarray of shape (R,)
+            The increment of the pulled arm's :math:`\sum_i\|G_i - m\|^2`, i.e.
+            :math:`(1 - 1/\gamma)\|G - m_{\text{old}}\|^2` (Welford), finite and >= 0.
+        gram_row : ndarray of shape (R, N), optional
+            The pulled arm's row of the Gram matrix of the arms' means about a fixed reference:
+            what a rule with memory needs in its scalar shape (N numbers instead of d).
+        """
+        self._check_pending(arms, "tell_summary")
+        R, N, _ = self._shape  # type: ignore[misc]
+        owner = f"{type(self).__name__}.tell_summary"
+        inc = np.asarray(sq_increment, dtype=np.float64)
+        if inc.shape != (R,) or not np.all(np.isfinite(inc)) or np.any(inc < 0):
+            raise fail("sq_increment", owner, f"finite and >= 0, of shape ({R},)", inc)
+        if gram_row is not None:
+            row = np.asarray(gram_row, dtype=np.float64)
+            if row.shape != (R, N) or not np.all(np.isfinite(row)):
+                raise fail("gram_row", owner, f"finite, of shape ({R}, {N})", row)
+            self._observe_gram(arms, inc, row)
+        else:
+            self._observe_summary(arms, inc)
+
+    def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray) -> None:
+        r"""Record a round from its parts' summary, for callers that keep the parts on a device:
+        the pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`, shape (R,), and the parts'
+        weights, shape (R, m) (:mod:`eegrad.spread`). Only rules that learn from parts
+        (``uses_parts``) take it."""
+        self._check_pending(arms, "tell_pair_sums")
+        R, _, _ = self._shape  # type: ignore[misc]
+        owner = f"{type(self).__name__}.tell_pair_sums"
+        y = np.asarray(pair_sums, dtype=np.float64)
+        if y.shape != (R,) or not np.all(np.isfinite(y)) or np.any(y < 0):
+            raise fail("pair_sums", owner, f"finite and >= 0, of shape ({R},)", y)
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 2 or w.shape[0] != R:
+            raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
+        self._observe_pairs(arms, y, check_weights(w, owner, w.shape))
+
+    def absorb(self, counts: np.ndarray, rounds: int, mean: np.ndarray | None = None,
+               sq_dev: np.ndarray | None = None) -> None:  # fmt: skip
+        """Take the statistics of ``rounds`` rounds run elsewhere since :meth:`init` — by the
+        compiled engine, or drawn at once for an oblivious rule: the pulls ``counts`` (R, N)
+        and, for a rule that keeps statistics, the arms' means (R, N, d) and squared deviations
+        (R, N). Only rules whose state is these statistics can be run elsewhere."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: absorb() before init(R, N, d)")
+        self.counts[:] = counts
+        self.t = rounds
+        self._pending = None
+        if self.uses_statistics and mean is not None:
+            self.stats.mean[:] = mean
+            self.stats.sq_dev[:] = sq_dev
 
     def tell_parts(self, arms: np.ndarray, parts: np.ndarray, weights: np.ndarray) -> None:
         r"""Record a pull told as its parts: the n updates whose weighted mean is the pull's

@@ -106,10 +106,10 @@ class EEGrad(IndexSelector):
         count = self.stats.count
         V = self.stats.sq_dev / (count - 1)
         g = 1.0 / np.sqrt(count - 1)
-        k1, k2, s = self._factors(t)
+        k1, k2, s = self.factors(t)
         return V - beta * P * k1 * s * g * np.maximum(1.0, k2 * s * g)
 
-    def _factors(self, t: int) -> tuple[float, float, float]:
+    def factors(self, t: int) -> tuple[float, float, float]:
         d = self._shape[2]
         k1 = math.sqrt(self.alpha * d / self.c)
         k2 = math.sqrt(self.alpha / (self.c * d))

@@ -101,6 +101,9 @@ class MemoryRule(Selector):
     def min_rounds(self, N: int) -> int:
         return 2 * N
 
+    def tell_needs(self) -> str:
+        return "gram" if self.scalar else "full"
+
     # -- lifecycle -----------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth, streams)
@@ -127,10 +130,7 @@ class MemoryRule(Selector):
         self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
 
     def _observe_gram(self, arms: np.ndarray, sq_increment: np.ndarray, gram_row: np.ndarray):
-        """Record a round from its summary (scalar shape), for callers that keep the arm means
-        themselves (e.g. on a GPU): the increment of Σ‖G − m‖² of the pulled arms and their row
-        of the Gram matrix of the arms' means about a fixed reference, shape (R, N) — N
-        numbers per round instead of d."""
+        """A round told by :meth:`tell_summary` with the Gram row (scalar shape)."""
         R, N, _ = self._shape
         self._observe_summary(arms, sq_increment)
         if self._cur_gram is None:
