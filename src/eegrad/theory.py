@@ -7,6 +7,7 @@ Every function broadcasts over NumPy arrays. Symbols follow the paper: ``alpha``
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ __all__ = [
     "f",
     "fixed_oracle_gaps",
     "fixed_oracle_rate",
+    "funcf_factors",
+    "funcf_width",
     "lai_robbins_regret",
     "misranking_floor",
     "phi",
@@ -32,6 +35,24 @@ __all__ = [
 ArrayLike = Any
 
 
+def funcf_factors(alpha: float, c: float, d: int) -> tuple[float, float]:
+    r"""The constants of eq. (funcf) at :math:`x = \alpha \ln t / (\gamma - 1)`:
+    :math:`k_1 = \sqrt{\alpha d / c}` and :math:`k_2 = \sqrt{\alpha / (c d)}`."""
+    return math.sqrt(alpha * d / c), math.sqrt(alpha / (c * d))
+
+
+def funcf_width(beta: Any, P: Any, k1: float, k2: float, s: Any, g: Any) -> Any:
+    r"""Eq. (funcf) in factorised form, the one evaluation of it in the package (EE-Grad's index,
+    the compiled engine and :func:`f` call it):
+
+    .. math:: f = \beta P\, k_1 s g \max(1, k_2 s g),
+
+    with :math:`s = \sqrt{\ln t}` and :math:`g = (\gamma - 1)^{-1/2}` for EE-Grad's index
+    (:func:`funcf_factors` gives k₁, k₂). Scalars or arrays (broadcast); plain arithmetic, so
+    that Numba compiles the same operations in the same order."""
+    return beta * P * k1 * s * g * np.maximum(1.0, k2 * s * g)
+
+
 def f(x: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.ndarray:
     r"""The confidence width of eq. (funcf).
 
@@ -39,13 +60,16 @@ def f(x: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.n
 
         f(x) = \beta P \sqrt{\frac{x d}{c}}\,\max\!\left(1, \sqrt{\frac{x}{c d}}\right)
 
+    Evaluated by :func:`funcf_width` with α = 1, s = √x and g = 1.
+
     Examples
     --------
     >>> float(f(2.0, beta=1.0, P=1.0, c=1.0, d=2))
     2.0
     """
     x = np.asarray(x, dtype=np.float64)
-    return beta * P * np.sqrt(x * d / c) * np.maximum(1.0, np.sqrt(x / (c * d)))
+    k1, k2 = np.sqrt(d / np.asarray(c, dtype=np.float64)), np.sqrt(1.0 / (np.asarray(c) * d))
+    return np.asarray(funcf_width(beta, P, k1, k2, np.sqrt(x), 1.0), dtype=np.float64)
 
 
 def phi(eps: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.ndarray:

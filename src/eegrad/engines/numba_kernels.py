@@ -14,6 +14,11 @@ import math
 import numba as nb
 import numpy as np
 
+from ..theory import funcf_width
+
+#: Eq. (funcf), compiled from its one definition.
+_funcf_width = nb.njit(nogil=True, cache=True)(funcf_width)
+
 # Rule codes (see eegrad.engines.numba_engine).
 EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON = 0, 1, 2, 3, 4, 5, 6
 
@@ -103,9 +108,7 @@ def run_block(
                 for n in range(N):
                     if rule == EEGRAD:
                         gn = isg[r, n]
-                        v = V[r, n] - params[0] * P[r] * params[1] * s * gn * max(
-                            1.0, params[2] * s * gn
-                        )
+                        v = V[r, n] - _funcf_width(params[0], P[r], params[1], params[2], s, gn)
                     elif rule == KL_LCB:
                         nu = params[1] * (count[r, n] - 1)
                         v = V[r, n] / _kl_ratio(2.0 * thr / nu)

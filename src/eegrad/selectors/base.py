@@ -26,6 +26,14 @@ from ..statistics import ArmStatistics
 __all__ = ["IndexSelector", "ProtocolError", "Selector"]
 
 
+def _per_realization(value: Any, name: str, owner: str, R: int) -> np.ndarray:
+    """One finite number >= 0 per realization, shape (R,), else the standard error."""
+    x = np.asarray(value, dtype=np.float64)
+    if x.shape != (R,) or not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise fail(name, owner, f"finite and >= 0, of shape ({R},)", x)
+    return x
+
+
 class ProtocolError(InvalidParameterError):
     """The ask/tell protocol was broken (tell without ask, two tells, wrong arms...)."""
 
@@ -172,9 +180,7 @@ class Selector:
         self._check_pending(arms, "tell_summary")
         R, N, _ = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.tell_summary"
-        inc = np.asarray(sq_increment, dtype=np.float64)
-        if inc.shape != (R,) or not np.all(np.isfinite(inc)) or np.any(inc < 0):
-            raise fail("sq_increment", owner, f"finite and >= 0, of shape ({R},)", inc)
+        inc = _per_realization(sq_increment, "sq_increment", owner, R)
         if gram_row is not None:
             row = np.asarray(gram_row, dtype=np.float64)
             if row.shape != (R, N) or not np.all(np.isfinite(row)):
@@ -191,9 +197,7 @@ class Selector:
         self._check_pending(arms, "tell_pair_sums")
         R, _, _ = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.tell_pair_sums"
-        y = np.asarray(pair_sums, dtype=np.float64)
-        if y.shape != (R,) or not np.all(np.isfinite(y)) or np.any(y < 0):
-            raise fail("pair_sums", owner, f"finite and >= 0, of shape ({R},)", y)
+        y = _per_realization(pair_sums, "pair_sums", owner, R)
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 2 or w.shape[0] != R:
             raise fail("weights", owner, f"of shape ({R}, m)", w.shape)

@@ -85,4 +85,4 @@ class Greedy(IndexSelector):
     """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
 
     def index(self, t: int) -> np.ndarray:
-        return self.stats.sq_dev / (self.stats.count - 1)
+        return self.stats.variance_trace()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError, check_real
+from ..theory import funcf_factors, funcf_width
 from .base import IndexSelector
 from .registry import register_rule
 
@@ -103,14 +104,11 @@ class EEGrad(IndexSelector):
         and the exact operations of the compiled engine, so both engines pick the same arms.
         """
         beta, P = self.constants()
-        count = self.stats.count
-        V = self.stats.sq_dev / (count - 1)
-        g = 1.0 / np.sqrt(count - 1)
+        g = 1.0 / np.sqrt(self.stats.count - 1)
         k1, k2, s = self.factors(t)
-        return V - beta * P * k1 * s * g * np.maximum(1.0, k2 * s * g)
+        return self.stats.variance_trace() - funcf_width(beta, P, k1, k2, s, g)
 
     def factors(self, t: int) -> tuple[float, float, float]:
-        d = self._shape[2]
-        k1 = math.sqrt(self.alpha * d / self.c)
-        k2 = math.sqrt(self.alpha / (self.c * d))
+        """k₁, k₂ of eq. (funcf) (:func:`eegrad.theory.funcf_factors`) and s = √(ln t)."""
+        k1, k2 = funcf_factors(self.alpha, self.c, self._shape[2])
         return k1, k2, math.sqrt(math.log(t))

@@ -53,7 +53,7 @@ class _ScaleRule(IndexSelector):
         d = self._shape[2]
         per_pull = d if self.dims == "d" else self.dims
         dof = self.stats.count - 1
-        return per_pull * dof, self.stats.sq_dev / dof
+        return per_pull * dof, self.stats.variance_trace()
 
 
 @register_rule("chi2_lcb", label="χ²-LCB")
