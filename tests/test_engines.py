@@ -35,7 +35,7 @@ ADAPTIVE = [
     lambda T: EEGrad(alpha=3.0, beta=2.0 * T, P=3.0, c=10.0),
     lambda T: Greedy(),
     lambda T: KLLCB(),
-    lambda T: KLLCB(c=1.0, dims=1.5),
+    lambda T: KLLCB(loglog=1.0, dims=1.5),
     lambda T: ThompsonVariance(),
     lambda T: ThompsonVariance(dims=1.0),
 ]

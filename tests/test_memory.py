@@ -210,7 +210,7 @@ def test_estimator_next_iterate_keeps_memory():
         (lambda: MemoryKLLCB(discount=0.0), ValueError, "'discount' parameter of MemoryKLLCB"),
         (lambda: MemoryKLLCB(discount=1.5), ValueError, "'discount'"),
         (lambda: MemoryThompson(shape="full"), TypeError, "'shape' parameter of MemoryThompson"),
-        (lambda: MemoryKLLCB(c=-1.0), ValueError, "'c' parameter of MemoryKLLCB"),
+        (lambda: MemoryKLLCB(loglog=-1.0), ValueError, "'loglog' parameter of MemoryKLLCB"),
         (lambda: MemoryKLLCB(horizon=0), ValueError, "'horizon' parameter of MemoryKLLCB"),
         (lambda: MemoryThompson(window=0), ValueError, "'window' parameter of MemoryThompson"),
     ],

@@ -39,7 +39,7 @@ SQ = np.array([[1.5, 8.0, 20.0], [0.2, 4.0, 1.0], [9.0, 0.01, 3.3]])
 @pytest.mark.parametrize("dims", ["d", 1.0, 1.5])
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0])
 def test_chi_square_index_against_scipy_quantile(dims, alpha):
-    sel = state(ChiSquareLCB(alpha=alpha, dims=dims), COUNTS, SQ)
+    sel = state(ChiSquareLCB(exponent=alpha, dims=dims), COUNTS, SQ)
     t = 57
     per_pull = 2 if dims == "d" else dims
     nu = per_pull * (COUNTS - 1)
@@ -51,7 +51,7 @@ def test_chi_square_index_against_scipy_quantile(dims, alpha):
 @pytest.mark.parametrize("c", [0.0, 1.0])
 @pytest.mark.parametrize("dims", ["d", 1.0])
 def test_kl_index_against_scalar_bisection(c, dims):
-    sel = state(KLLCB(c=c, dims=dims), COUNTS, SQ)
+    sel = state(KLLCB(loglog=c, dims=dims), COUNTS, SQ)
     t = 300
     got = sel.index(t)
     per_pull = 2 if dims == "d" else dims
@@ -92,7 +92,7 @@ def test_thompson_posterior_law():
     assert stats.kstest(nu * V / draws, stats.chi2(nu).cdf).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("make", [lambda: ChiSquareLCB(), lambda: KLLCB(), lambda: KLLCB(c=1.0)])
+@pytest.mark.parametrize("make", [lambda: ChiSquareLCB(), lambda: KLLCB(), lambda: KLLCB(loglog=1.0)])
 def test_lcb_indices_are_monotone(make):
     """Increasing in V at fixed γ; increasing in γ at fixed V (a tighter interval)."""
     gammas = np.arange(2, 40)
@@ -133,8 +133,8 @@ def test_default_selector():
 @pytest.mark.parametrize(
     ("make", "exc", "match"),
     [
-        (lambda: ChiSquareLCB(alpha=0.0), ValueError, "'alpha' parameter of ChiSquareLCB"),
-        (lambda: KLLCB(c=-1.0), ValueError, "'c' parameter of KLLCB must be a finite float >= 0"),
+        (lambda: ChiSquareLCB(exponent=0.0), ValueError, "'exponent' parameter of ChiSquareLCB"),
+        (lambda: KLLCB(loglog=-1.0), ValueError, "'loglog' parameter of KLLCB must be a finite float >= 0"),
         (lambda: KLLCB(dims=0.5), ValueError, "'dims' parameter of KLLCB"),
         (lambda: ThompsonVariance(dims="iso"), TypeError, "'dims' parameter of ThompsonVariance"),
         (lambda: ThompsonVariance(seed=-1), ValueError, "'seed' parameter"),
@@ -149,3 +149,18 @@ def test_dims_larger_than_d():
     oracle = GaussianOracle(Quadratic(2), Arms([2.0, 1.0]))
     with pytest.raises(ValueError, match=r"'dims' parameter of KLLCB must be 'd' or a float in"):
         estimate_gradient(oracle, KLLCB(dims=3.0), np.ones((2, 2)), 6, rng=0)
+
+
+def test_renamed_parameters_still_work_with_a_deprecation_warning():
+    # One name, one meaning: c and alpha are EE-Grad's (the paper's symbols); the kl-LCB's
+    # ln ln t weight is now 'loglog' and the χ²-LCB's exponent 'exponent'.
+    from eegrad import MemoryKLLCB
+
+    with pytest.warns(DeprecationWarning, match="'c' parameter of KLLCB is now 'loglog'"):
+        assert KLLCB(c=2.0).loglog == 2.0
+    with pytest.warns(DeprecationWarning, match="'c' parameter of MemoryKLLCB is now 'loglog'"):
+        assert MemoryKLLCB(c=2.0).get_params()["loglog"] == 2.0
+    with pytest.warns(DeprecationWarning, match="'alpha' parameter of ChiSquareLCB"):
+        assert ChiSquareLCB(alpha=2.0).exponent == 2.0
+    with pytest.raises(ValueError, match="both 'loglog' and its old name 'c'"):
+        KLLCB(loglog=1.0, c=2.0)

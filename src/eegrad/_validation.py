@@ -141,3 +141,19 @@ def check_callable(value: Any, name: str, owner: str) -> Callable[..., Any]:
     if not callable(value):
         raise InvalidParameterTypeError(_message(name, owner, "callable", value))
     return value
+
+
+def renamed(new_value: Any, old_value: Any, new: str, old: str, owner: str, default: Any) -> Any:
+    """The value of a renamed parameter: ``old`` still works, with a DeprecationWarning
+    (given both, an error)."""
+    import warnings
+
+    if old_value is None:
+        return new_value
+    if new_value != default:
+        raise InvalidParameterError(f"{owner} was given both {new!r} and its old name {old!r}: "
+                                    f"give {new!r} only.")  # fmt: skip
+    warnings.warn(f"The {old!r} parameter of {owner} is now {new!r} (one name, one meaning: "
+                  f"{old!r} is reserved for the paper's symbol); {old!r} will be removed.",
+                  DeprecationWarning, stacklevel=3)  # fmt: skip
+    return old_value

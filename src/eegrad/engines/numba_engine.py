@@ -50,7 +50,7 @@ def _rule(selector: Selector, truth: Any, R: int) -> tuple[int, np.ndarray, np.n
         d = selector.sizes[2]
         per_pull = float(d if selector.dims == "d" else selector.dims)
         if type(selector) is KLLCB:
-            return k.KL_LCB, np.array([selector.c, per_pull]), P, True
+            return k.KL_LCB, np.array([selector.loglog, per_pull]), P, True
         return k.THOMPSON, np.array([per_pull]), P, True
     if type(selector) is FixedArm:
         return k.FIXED, np.array([selector.n - 1.0]), P, False

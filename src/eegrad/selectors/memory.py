@@ -53,18 +53,17 @@ round, and the rounds t in ln t count across iterates.
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
 import numpy as np
 
-from .._validation import InvalidParameterTypeError, check_integer, check_real
+from .._validation import InvalidParameterTypeError, check_integer, check_real, renamed
 from ..oracle import Truth
 from ..statistics import ArmStatistics
 from .base import Selector
 from .registry import register_rule
-from .rules import kl_lcb_ratio
+from .rules import kl_lcb_ratio, kl_threshold
 
 __all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson"]
 
@@ -273,7 +272,7 @@ class MemoryKLLCB(MemoryRule):
     r"""kl-LCB on the pooled evidence of all iterates:
 
     .. math:: \mathrm{index}_t(n) = \hat\sigma_n^2 / x_n, \quad
-        x_n - 1 - \ln x_n = \frac{2 (\ln t + c \ln\ln t)}{\nu_n}, \quad
+        x_n - 1 - \ln x_n = \frac{2 (\ln t + \mathrm{loglog}\,\ln\ln t)}{\nu_n}, \quad
         \nu_n = \sum_{k,i} \nu_{k,n},
 
     with σ̂² the maximum-likelihood fit of the module's model and t counting rounds across
@@ -281,7 +280,7 @@ class MemoryKLLCB(MemoryRule):
     Reference: kl-UCB (Garivier & Cappé, 2011) for a scale.
 
     By default the rule is not told K (anytime). **Told the horizon** H (``horizon``; the
-    rounds of the whole run, K·T in the paper's setting) it replaces ln t + c ln ln t by the
+    rounds of the whole run, K·T in the paper's setting) it replaces ln t + loglog · ln ln t by the
     remaining rounds per arm,
 
     .. math:: \ln^+\frac{H - t + 1}{N\,p_n},
@@ -295,8 +294,8 @@ class MemoryKLLCB(MemoryRule):
 
     Parameters
     ----------
-    c : float
-        Weight of the ln ln t term, >= 0 (anytime form only).
+    loglog : float
+        Weight of the ln ln t term, >= 0 (anytime form only). Formerly ``c``.
     shape : "auto", "diagonal" or "scalar"
         The model of M(w_k) ("auto": diagonal for d <= 16, scalar above).
     discount : float
@@ -309,24 +308,26 @@ class MemoryKLLCB(MemoryRule):
 
     def __init__(
         self,
-        c: float = 0.0,
+        loglog: float = 0.0,
         shape: str = "auto",
         discount: float = 1.0,
         horizon: int | None = None,
         window: int | None = 64,
+        *,
+        c: float | None = None,
     ):
         super().__init__(shape, discount, window=window)
-        self.c = check_real(c, "c", "MemoryKLLCB", ge=0)
+        loglog = renamed(loglog, c, "loglog", "c", "MemoryKLLCB", 0.0)
+        self.loglog = check_real(loglog, "loglog", "MemoryKLLCB", ge=0)
         self.horizon = None if horizon is None else check_integer(horizon, "horizon",
                                                                   "MemoryKLLCB", ge=1)  # fmt: skip
 
     def get_params(self) -> dict[str, Any]:
-        return {"c": self.c, **super().get_params(), "horizon": self.horizon}
+        return {"loglog": self.loglog, **super().get_params(), "horizon": self.horizon}
 
     def _level(self, t: int) -> float | np.ndarray:
         if self.horizon is None:
-            lt = math.log(t)
-            return lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+            return kl_threshold(t, self.loglog)
         if t > self.horizon and not self._warned:
             self._warned = True
             warnings.warn(f"MemoryKLLCB was told horizon={self.horizon} rounds and is at round "

@@ -6,7 +6,7 @@ A rule registers itself where it is defined::
     @register_rule("kl_lcb", label="kl-LCB", compiled=True)
     class KLLCB(IndexSelector): ...
 
-and is then known everywhere: ``{rule = "kl_lcb", c = 0.5}`` in a configuration file (its
+and is then known everywhere: ``{rule = "kl_lcb", loglog = 0.5}`` in a configuration file (its
 parameters checked by the class's own constructor), ``--rule kl_lcb`` or ``--rule KLLCB`` on the
 command line, its label in figures, whether the compiled engine runs it, and the common tests
 that every registered rule passes (``tests/test_rule_contract.py``). A new rule is one module.

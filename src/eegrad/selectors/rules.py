@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InvalidParameterTypeError, check_integer, check_real, fail
+from .._validation import InvalidParameterTypeError, check_integer, check_real, fail, renamed
 from .base import IndexSelector
 from .registry import register_rule
 
@@ -62,28 +62,31 @@ class ChiSquareLCB(_ScaleRule):
 
     .. math::
 
-        \mathrm{index}_t(n) = \frac{\nu\,V_t(n)}{q_{\nu}(1 - t^{-\alpha})}, \qquad
+        \mathrm{index}_t(n) = \frac{\nu\,V_t(n)}{q_{\nu}(1 - t^{-e})}, \qquad
         \nu = \mathrm{dims}\,(\gamma_t(n) - 1),
 
-    :math:`q_\nu(p)` the p-quantile of χ²_ν (SciPy's ``chdtri``): with probability at least
-    :math:`1 - t^{-\alpha}` the index is below s_n. Reference: the χ² confidence interval for a
-    Gaussian variance (e.g. Casella & Berger, *Statistical Inference*, §9.2), used as a UCB-type
+    :math:`q_\nu(p)` the p-quantile of χ²_ν (SciPy's ``chdtri``), e the ``exponent``: with
+    probability at least :math:`1 - t^{-e}` the index is below s_n. Reference: the χ² confidence
+    interval for a Gaussian variance (e.g. Casella & Berger, *Statistical Inference*, §9.2), used as a UCB-type
     index as in Auer et al. (2002).
 
     Parameters
     ----------
-    alpha : float
-        Confidence exponent, > 0 (δ_t = t^(−α)).
+    exponent : float
+        Confidence exponent e, > 0 (δ_t = t^(−e)). Formerly ``alpha``, which is now EE-Grad's
+        α only.
     dims : "d" or float
         Effective dimensions per pull (see the module's notes).
     """
 
-    def __init__(self, alpha: float = 1.0, dims: float | str = "d"):
+    def __init__(self, exponent: float = 1.0, dims: float | str = "d", *,
+                 alpha: float | None = None):  # fmt: skip
         super().__init__(dims)
-        self.alpha = check_real(alpha, "alpha", "ChiSquareLCB", gt=0)
+        exponent = renamed(exponent, alpha, "exponent", "alpha", "ChiSquareLCB", 1.0)
+        self.exponent = check_real(exponent, "exponent", "ChiSquareLCB", gt=0)
 
     def get_params(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "dims": self.dims}
+        return {"exponent": self.exponent, "dims": self.dims}
 
     def index(self, t: int) -> np.ndarray:
         from scipy.special import chdtri
@@ -91,8 +94,15 @@ class ChiSquareLCB(_ScaleRule):
         nu, V = self._nu_and_V()
         # The quantile depends on ν only (t is shared): evaluate it once per distinct ν.
         distinct, where = np.unique(nu, return_inverse=True)
-        q = chdtri(distinct, t ** (-self.alpha))[where].reshape(nu.shape)
+        q = chdtri(distinct, t ** (-self.exponent))[where].reshape(nu.shape)
         return nu * V / q
+
+
+def kl_threshold(t: int, loglog: float) -> float:
+    r"""The anytime kl-LCB level :math:`\ln t + \text{loglog} \cdot \ln\ln t` (the second term
+    only once ln t > 1)."""
+    lt = math.log(t)
+    return lt + (loglog * math.log(lt) if lt > 1 else 0.0)
 
 
 def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
@@ -114,33 +124,34 @@ class KLLCB(_ScaleRule):
 
     .. math::
 
-        \frac{\nu}{2}\left(\frac{V}{s} - 1 - \ln\frac{V}{s}\right) \le \ln t + c \ln\ln t,
-        \qquad \nu = \mathrm{dims}\,(\gamma_t(n) - 1),
+        \frac{\nu}{2}\left(\frac{V}{s} - 1 - \ln\frac{V}{s}\right) \le
+        \ln t + \mathrm{loglog}\,\ln\ln t, \qquad \nu = \mathrm{dims}\,(\gamma_t(n) - 1),
 
-    i.e. s = V / x with x >= 1 the root of x − 1 − ln x = 2(ln t + c ln ln t)/ν (Newton,
+    i.e. s = V / x with x >= 1 the root of x − 1 − ln x = 2(ln t + loglog · ln ln t)/ν (Newton,
     vectorised; see :func:`kl_lcb_ratio`). The left side is ν times the Kullback–Leibler
     divergence between centred Gaussians of variances V and s per degree of freedom. Reference:
     kl-UCB, Garivier & Cappé (2011) and Cappé et al. (2013), here for the scale of a Gaussian.
 
     Parameters
     ----------
-    c : float
-        Weight of the ln ln t term, >= 0 (0: the plain ln t threshold).
+    loglog : float
+        Weight of the ln ln t term, >= 0 (0: the plain ln t threshold). Formerly ``c``, which
+        is now EE-Grad's Hanson–Wright constant only.
     dims : "d" or float
         Effective dimensions per pull; ``dims=1`` is the one-dimensional variant for
         non-isotropic M(w).
     """
 
-    def __init__(self, c: float = 0.0, dims: float | str = "d"):
+    def __init__(self, loglog: float = 0.0, dims: float | str = "d", *, c: float | None = None):
         super().__init__(dims)
-        self.c = check_real(c, "c", "KLLCB", ge=0)
+        loglog = renamed(loglog, c, "loglog", "c", "KLLCB", 0.0)
+        self.loglog = check_real(loglog, "loglog", "KLLCB", ge=0)
 
     def get_params(self) -> dict[str, Any]:
-        return {"c": self.c, "dims": self.dims}
+        return {"loglog": self.loglog, "dims": self.dims}
 
     def threshold(self, t: int) -> float:
-        lt = math.log(t)
-        return lt + (self.c * math.log(lt) if lt > 1 else 0.0)
+        return kl_threshold(t, self.loglog)
 
     def index(self, t: int) -> np.ndarray:
         nu, V = self._nu_and_V()
