@@ -10,7 +10,12 @@ from typing import Any
 
 from ._validation import InvalidParameterError
 
-REPRODUCIBLE = ("figure1", "theorem1", "theorem2", "rules", "memory")
+
+def _reproducible() -> tuple[str, ...]:
+    """The presets ``eegrad reproduce`` runs: one per registered study."""
+    from .studies import all_studies
+
+    return tuple(kind.preset for kind in all_studies())
 
 DEFAULTS_HELP = (
     "The paper does not state alpha, beta, P or c. Defaults: alpha = 2.5, beta = max sigma_n^2 "
@@ -103,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
             "all: the five, plus report.md and report.html. " + DEFAULTS_HELP
         ),
     )
-    rep.add_argument("target", choices=(*REPRODUCIBLE, "all"), help="what to reproduce")
+    rep.add_argument("target", choices=(*_reproducible(), "all"), help="what to reproduce")
     _add_common(rep)
     _add_selector_options(rep)
     run = sub.add_parser(
@@ -180,6 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--address", metavar="tcp://HOST:PORT", help="a running Dask scheduler")
     sw.add_argument("--out", type=Path, metavar="DIR")
     sw.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    rp = sub.add_parser(
+        "report",
+        help="rebuild the report (or a study's figure) from results alone",
+        description="Rewrite report.md and report.html in ROOT from the study folders under it "
+        "(as 'eegrad reproduce all' writes them), reading only their metadata.json and tables; "
+        "with --figure, redraw the figure of the one study folder ROOT.",
+    )
+    rp.add_argument("root", type=Path, metavar="ROOT")
+    rp.add_argument("--figure", action="store_true", help="redraw ROOT's figure instead")
     pl = sub.add_parser(
         "plot",
         help="plot a metric of a sweep's results against an axis",
@@ -239,6 +253,17 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
                   quiet=args.quiet)  # fmt: skip
         print(f"wrote {out}/results.csv")
         return 0
+    if args.command == "report":
+        if args.figure:
+            from .plots import replot
+
+            print(f"wrote {', '.join(map(str, replot(args.root)))}")
+            return 0
+        from .report import report_from_results
+
+        sections = report_from_results(args.root, command)
+        print(f"wrote {args.root}/report.md and report.html ({len(sections)} sections)")
+        return 0
     if args.command == "plot":
         from .plots import plot_results
 
@@ -280,7 +305,7 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         run_to_folder(cfg, out, quiet=args.quiet, command=command)
         print(f"wrote {out}/")
         return 0
-    targets = REPRODUCIBLE if args.target == "all" else (args.target,)
+    targets = _reproducible() if args.target == "all" else (args.target,)
     # Validate every configuration before running anything: a bad option writes nothing.
     configs = {t: load_preset(t, _applicable(t, overrides)) for t in targets}
     if args.target == "all":

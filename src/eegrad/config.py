@@ -161,7 +161,6 @@ class ExperimentConfig:
 
 
 _CHOICES = {
-    ("study",): ("sgd", "theorem1", "theorem2", "rules", "memory"),
     ("engine",): ("auto", "numpy", "numba"),
     ("noise",): ("gaussian", "rademacher", "uniform"),
     ("objective", "kind"): ("quadratic", "diagonal_quadratic"),
@@ -301,6 +300,15 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
     return cls(**kwargs)
 
 
+def _check_study(name: Any, where: str) -> None:
+    from .studies import all_studies
+
+    names = [k.name for k in all_studies()]
+    if name not in names:
+        raise ConfigError(f"Key 'study' in {where} must be one of {', '.join(map(repr, names))}. "
+                          f"Got {name!r} instead.")  # fmt: skip
+
+
 def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
     """Validate a mapping (e.g. parsed TOML) into an :class:`ExperimentConfig`.
 
@@ -308,6 +316,7 @@ def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> 
     experiment is built, with the same error type.
     """
     cfg = _build(ExperimentConfig, data, "", where)
+    _check_study(cfg.study, where)
     _check_values(cfg, where)
     return cfg
 

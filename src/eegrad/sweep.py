@@ -52,23 +52,12 @@ __all__ = ["EXECUTORS", "Sweep", "load_sweep", "merge_rows", "run_sweep"]
 
 EXECUTORS = ("local", "dask", "ray")
 
-#: Per study: the columns that identify a row, the (mean, SE) pairs merged from chunks, and
-#: the columns averaged with the realizations as weights.
-MERGE_SPECS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]] = {
-    "sgd": (("T", "method", "k"), (("gap_mean", "gap_se"),), ()),
-    "rules": (("profile", "T", "method"), (("regret", "regret_se"),), ("lock_in", "lai_robbins")),
-    "theorem1": (
-        ("T", "method", "c"),
-        (
-            ("error_mean", "error_se"),
-            ("identity_lhs_mean", "identity_lhs_se"),
-            ("identity_rhs_mean", "identity_rhs_se"),
-            ("identity_diff_mean", "identity_diff_se"),
-            ("regret", "regret_se"),
-        ),
-        ("sigma2_star_over_T", "Z_T"),
-    ),
-}
+def merge_spec(study: str) -> Any:
+    """The registered study's merge rule: key columns, (mean, SE) pairs merged from chunks, and
+    the columns averaged with the realizations as weights; None if it cannot be swept."""
+    from .studies import study_kind
+
+    return study_kind(study).merge
 
 
 @dataclass(frozen=True)
@@ -156,9 +145,12 @@ def load_sweep(path: str | Path) -> Sweep:
     sweep = Sweep(name, seed, realizations, chunk, base, axes, where)
     cells = sweep.cells()  # validates every cell
     study = cells[0][1].study
-    if study not in MERGE_SPECS:
+    if merge_spec(study) is None:
+        from .studies import all_studies
+
+        sweepable = ", ".join(k.name for k in all_studies() if k.merge is not None)
         raise ConfigError(f"Study {study!r} cannot be swept (its statistic is not a mean over "
-                          f"realizations); sweepable: {', '.join(MERGE_SPECS)}.")  # fmt: skip
+                          f"realizations); sweepable: {sweepable}.")  # fmt: skip
     return sweep
 
 
@@ -289,7 +281,7 @@ def run_sweep(
                 close()
     merged = merge_rows(sweep, cells, out)
     study = cells[0][1].study
-    key_cols, pairs, means = MERGE_SPECS[study]
+    key_cols, pairs, means = merge_spec(study)
     axis_cols = [a for a in sweep.axes if a not in key_cols]
     columns = (*axis_cols, *key_cols, *(c for p in pairs for c in p), *means, "realizations")
     write_table(out / "results.csv", merged, columns)
@@ -323,7 +315,7 @@ def axis_label(value: Any) -> Any:
 def merge_rows(sweep: Sweep, cells: list, out: Path) -> list[dict[str, Any]]:
     """Combine each cell's chunk rows, in chunk order, into one row per key."""
     study = cells[0][1].study
-    key_cols, pairs, means = MERGE_SPECS[study]
+    key_cols, pairs, means = merge_spec(study)
     merged = []
     for ci, (point, _) in enumerate(cells):
         chunk_rows = [json.loads(_task_path(out, ci, ki).read_text(encoding="utf-8"))["rows"]

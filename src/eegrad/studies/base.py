@@ -1,0 +1,188 @@
+"""What a study is, and the registry of studies.
+
+A study is one module of :mod:`eegrad.studies` that registers a :class:`StudyKind`: its name
+(the configuration's ``study``), its preset, its tidy columns, how to run it, how much work it is,
+how sweeps merge it, its figure and its report paragraph. The CLI, the pipeline, the sweeps and
+the report read this registry; a new study is one module plus its preset.
+
+A finished :class:`Study` is its configuration and its tables. :func:`load_study` rebuilds one
+from a results folder (``metadata.json`` and the CSVs), so that a figure or a report can be
+remade from results alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import ConfigError, ExperimentConfig, config_from_dict
+
+__all__ = [
+    "MergeSpec",
+    "Section",
+    "Study",
+    "StudyKind",
+    "all_studies",
+    "load_study",
+    "ratio_se",
+    "register_study",
+    "study_kind",
+    "unregister_study",
+]
+
+Progress = Callable[[int], Any]
+
+#: How a sweep merges a study's chunks: the key columns, the (mean, SE) column pairs merged as
+#: means over realizations, and columns that must agree between chunks.
+MergeSpec = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]
+
+
+@dataclass
+class Study:
+    """A finished study: its configuration, one tidy table (column name -> list) and facts
+    derived from it for plots and the report."""
+
+    config: ExperimentConfig
+    columns: tuple[str, ...]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: Further tidy tables written beside the main one: file stem -> (rows, columns).
+    tables: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = field(default_factory=dict)
+
+    def column(self, name: str, **where: Any) -> np.ndarray:
+        """Values of one column over the rows matching ``where`` (in table order)."""
+        return np.array([r[name] for r in self.rows if all(r[k] == v for k, v in where.items())])
+
+
+@dataclass
+class Section:
+    """One paragraph group of the reproduction report."""
+
+    title: str
+    paragraphs: list[str]
+    image: str | None = None  # path relative to the report's folder
+    table: list[list[str]] = field(default_factory=list)  # header row first
+
+
+def ratio_se(a: float, sa: float, b: float, sb: float) -> tuple[float, float]:
+    """a/b and its standard error for independent a and b (delta method)."""
+    r = a / b
+    return r, abs(r) * float(np.hypot(sa / a, sb / b))
+
+
+@dataclass(frozen=True)
+class StudyKind:
+    """A registered study (see the module's notes).
+
+    Attributes
+    ----------
+    name : str
+        The configuration's ``study`` value.
+    preset : str
+        The shipped preset that reproduces it (``eegrad reproduce PRESET``).
+    columns : tuple of str
+        Columns of its main table.
+    run : callable
+        ``run(cfg, tick) -> Study``; ``tick(units)`` reports work done.
+    work : callable
+        ``work(cfg) -> int``: units of work (realization-rounds), for a progress bar.
+    plot : callable
+        ``plot(study) -> matplotlib.figure.Figure``.
+    section : callable
+        ``section(study, image) -> Section``: the report's paragraph, from the tables alone.
+    derive : callable
+        ``derive(study)``: facts the figure and the paragraph need beside the tables
+        (``study.extra``), recomputed from the configuration; run by :func:`load_study`.
+    merge : MergeSpec or None
+        How sweeps merge its chunks; None: it cannot be swept.
+    """
+
+    name: str
+    preset: str
+    columns: tuple[str, ...]
+    run: Callable[[ExperimentConfig, Progress], Study]
+    work: Callable[[ExperimentConfig], int]
+    plot: Callable[[Study], Any]
+    section: Callable[[Study, str], Section]
+    derive: Callable[[Study], None] = lambda study: None
+    merge: MergeSpec | None = None
+
+
+_STUDIES: dict[str, StudyKind] = {}
+#: The package's own studies, imported (and so registered) on the registry's first use.
+BUILTIN = ("sgd", "theorem1", "theorem2", "rules", "memory")
+
+
+def _builtin() -> dict[str, StudyKind]:
+    import importlib
+
+    for name in BUILTIN:
+        importlib.import_module(f"{__package__}.{name}")
+    return _STUDIES
+
+
+def register_study(kind: StudyKind) -> StudyKind:
+    """Add a study to the registry (a study module calls it once)."""
+    _STUDIES[kind.name] = kind
+    return kind
+
+
+def unregister_study(name: str) -> None:
+    """Remove a registered study (for tests that register toy studies)."""
+    _STUDIES.pop(name, None)
+
+
+def all_studies() -> tuple[StudyKind, ...]:
+    """Every registered study, in registration order."""
+    return tuple(_builtin().values())
+
+
+def study_kind(name: str) -> StudyKind:
+    """The registered study named ``name`` (a configuration's ``study``) or whose preset it is."""
+    for kind in _builtin().values():
+        if name in (kind.name, kind.preset):
+            return kind
+    raise ConfigError(f"Unknown study {name!r}. Expected one of: "
+                      f"{', '.join(k.name for k in _STUDIES.values())}.")  # fmt: skip
+
+
+def _cell(text: str) -> Any:
+    """A CSV cell as written by :func:`eegrad.results.write_table`: int, float, NaN or text."""
+    if text == "":
+        return math.nan
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def load_study(folder: str | Path) -> Study:
+    """The study whose results a folder holds (``metadata.json`` and its CSVs), with its derived
+    facts recomputed from the configuration: enough to redraw its figure or rewrite its report
+    paragraph without running it."""
+    from ..results import read_table
+
+    folder = Path(folder)
+    meta_path = folder / "metadata.json"
+    if not meta_path.exists():
+        raise ConfigError(f"No metadata.json in {str(folder)!r}: not a study's results folder.")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    cfg = config_from_dict(meta["config"], str(meta_path))
+    kind = study_kind(cfg.study)
+    study = Study(cfg, kind.columns)
+    study.rows = [{k: _cell(v) for k, v in r.items()} for r in read_table(folder / f"{cfg.name}.csv")]
+    for name in meta.get("files", []):
+        stem = name[:-4]
+        if name.endswith(".csv") and stem != cfg.name:
+            rows = [{k: _cell(v) for k, v in r.items()} for r in read_table(folder / name)]
+            study.tables[stem] = (rows, tuple(rows[0]) if rows else ())
+    kind.derive(study)
+    return study

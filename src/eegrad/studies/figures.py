@@ -1,0 +1,53 @@
+"""Figure helpers shared by the studies' figures (Matplotlib's object API, no global state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from .base import Study
+
+__all__ = ["PALETTE", "colours", "label", "legend_below", "profile_panels"]
+
+#: One colour per method, stable across panels and figures.
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
+
+
+def label(method: str) -> str:
+    if method.startswith("mbo"):
+        return f"MBO({method[3:]})"
+    if method.startswith("eegrad-c"):
+        return f"EE-Grad, c = {method[8:]}"
+    if method.startswith("memory_kl_lcb-h"):
+        told = method[len("memory_kl_lcb-h") :]
+        return f"kl-LCB with memory, told {'K·T' if told == 'KT' else told}"
+    from ..selectors import all_rules
+
+    return {info.name: info.label for info in all_rules()}.get(method, method)
+
+
+def colours(methods: list[str]) -> dict[str, str]:
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
+
+
+def profile_panels(
+    study: Study, rows: int = 1
+) -> tuple[list[str], list[str], dict[str, str], Figure, Any]:
+    """One panel per arm profile (and per row), room below for a shared legend."""
+    profiles = [p.name for p in study.config.profiles]
+    methods = list(dict.fromkeys(r["method"] for r in study.rows))
+    fig = Figure(figsize=(4.6 * len(profiles), 4.8 + 3.4 * (rows - 1)))
+    bottom = 0.25 if rows == 1 else 0.16
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=bottom, top=0.86 if rows == 1 else 0.91,
+                        wspace=0.2, hspace=0.35)  # fmt: skip
+    axes = fig.subplots(rows, len(profiles), squeeze=False)
+    return profiles, methods, colours(methods), fig, axes[0] if rows == 1 else axes
+
+
+def legend_below(fig: Figure, ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False)  # fmt: skip
+
