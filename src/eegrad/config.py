@@ -321,36 +321,43 @@ def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> 
     return cfg
 
 
-def _check_values(cfg: ExperimentConfig, where: str) -> None:
-    def need(ok: bool, key: str, rule: str, value: Any) -> None:
-        if not ok:
-            raise ConfigError(f"Key {key!r} in {where} must be {rule}. Got {value!r} instead.")
+def need(ok: bool, key: str, where: str, rule: str, value: Any) -> None:
+    """Raise the standard :class:`ConfigError` for ``key`` in ``where`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"Key {key!r} in {where} must be {rule}. Got {value!r} instead.")
 
-    need(cfg.realizations >= 1, "realizations", "an integer >= 1", cfg.realizations)
-    need(cfg.K >= 1, "K", "an integer >= 1", cfg.K)
-    need(len(cfg.T) >= 1 and all(t >= 1 for t in cfg.T), "T", "a non-empty list of T >= 1", cfg.T)
-    need(len(cfg.eta) >= 1 and all(e > 0 for e in cfg.eta), "eta", "positive step sizes", cfg.eta)
-    need(cfg.seed >= 0, "seed", "an integer >= 0", cfg.seed)
-    need(cfg.init_scale > 0, "init_scale", "a float > 0", cfg.init_scale)
+
+def check_arms_table(cfg: ExperimentConfig, where: str) -> None:
+    """The arms table of a study that reads it: exactly one of ``sigma2`` and ``costs``."""
     arms = cfg.arms
-    need(
-        cfg.study in ("rules", "memory") or (arms.sigma2 is None) != (arms.costs is None),
-        "arms",
-        "a table with exactly one of 'sigma2' and 'costs'",
-        dataclasses.asdict(arms),
-    )
-    if cfg.study == "sgd":
-        need(len(cfg.eta) == 1, "eta", "one step size for study 'sgd'", cfg.eta)
-    if cfg.study == "theorem1":
-        need(len(cfg.w) == _dimension(cfg), "w", f"a list of d = {_dimension(cfg)} floats", cfg.w)
-    if cfg.study in ("rules", "memory"):
-        need(len(cfg.profiles) >= 1, "profiles", "at least one [[profiles]] table", [])
-        for p in cfg.profiles:
-            need(len(p.sigma2) >= 1 and all(x > 0 for x in p.sigma2), "profiles.sigma2",
-                 "a non-empty list of positive floats", p.sigma2)  # fmt: skip
+    need((arms.sigma2 is None) != (arms.costs is None), "arms", where,
+         "a table with exactly one of 'sigma2' and 'costs'", dataclasses.asdict(arms))  # fmt: skip
 
 
-def _dimension(cfg: ExperimentConfig) -> int:
+def check_profiles(cfg: ExperimentConfig, where: str) -> None:
+    """The arm profiles of a study that compares rules on them."""
+    need(len(cfg.profiles) >= 1, "profiles", where, "at least one [[profiles]] table", [])
+    for p in cfg.profiles:
+        need(len(p.sigma2) >= 1 and all(x > 0 for x in p.sigma2), "profiles.sigma2", where,
+             "a non-empty list of positive floats", p.sigma2)  # fmt: skip
+
+
+def _check_values(cfg: ExperimentConfig, where: str) -> None:
+    need(cfg.realizations >= 1, "realizations", where, "an integer >= 1", cfg.realizations)
+    need(cfg.K >= 1, "K", where, "an integer >= 1", cfg.K)
+    need(len(cfg.T) >= 1 and all(t >= 1 for t in cfg.T), "T", where, "a non-empty list of T >= 1",
+         cfg.T)  # fmt: skip
+    need(len(cfg.eta) >= 1 and all(e > 0 for e in cfg.eta), "eta", where, "positive step sizes",
+         cfg.eta)  # fmt: skip
+    need(cfg.seed >= 0, "seed", where, "an integer >= 0", cfg.seed)
+    need(cfg.init_scale > 0, "init_scale", where, "a float > 0", cfg.init_scale)
+    from .studies import study_kind
+
+    study_kind(cfg.study).check(cfg, where)  # the study's own keys
+
+
+def dimension(cfg: ExperimentConfig) -> int:
+    """d of the configured objective."""
     if cfg.objective.kind == "diagonal_quadratic" and cfg.objective.h is not None:
         return len(cfg.objective.h)
     return cfg.objective.d

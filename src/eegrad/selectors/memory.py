@@ -65,9 +65,53 @@ from .base import Selector
 from .registry import register_rule
 from .rules import kl_lcb_ratio, kl_threshold
 
-__all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson"]
+__all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson", "iterate_terms", "sigma2_update"]
 
 _SCALAR_ABOVE = 16
+
+
+def iterate_terms(count: np.ndarray, where: np.ndarray, sq: np.ndarray, s2: np.ndarray, d: int,
+                  scalar: bool, gram: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One block of the fit (the module's notes), a pure function of the evidence: per iterate,
+    S/m summed over coordinates and ν, shapes (R, K, N), for count (R, K, N), sq (R, K, N, d or
+    1), s2 (R, N) and ``where`` the arms' means (R, K, N, d) or, with ``gram`` (scalar shape),
+    their Gram matrices (R, K, N, N); ``scalar`` pools the coordinates (M_k = m_k I)."""
+    prec = count / s2[:, None, :]
+    total = prec.sum(axis=2)  # (R, K)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = np.where(total[..., None] > 0, prec / total[..., None], 0.0)  # (R, K, N)
+    if gram:
+        # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p.
+        gw = np.einsum("rknm,rkm->rkn", where, weight)
+        dist = np.einsum("rknn->rkn", where) - 2.0 * gw + np.einsum("rkn,rkn->rk", weight,
+                                                                     gw)[..., None]  # fmt: skip
+        dev2 = (count * np.maximum(dist, 0.0))[..., None]  # (R, K, N, 1)
+    else:
+        mu = np.einsum("rkn,rknd->rkd", weight, where)
+        dev2 = count[..., None] * (where - mu[:, :, None, :]) ** 2  # (R, K, N, d)
+        if scalar:
+            dev2 = dev2.sum(axis=-1, keepdims=True)
+    S = sq + dev2  # (R, K, N, d or 1)
+    gamma = count.sum(axis=2)  # Γ_k, (R, K)
+    per_coord = d if scalar else 1  # dof per pull of one "coordinate" of S
+    dof_k = per_coord * (gamma - 1.0)  # (R, K)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = (S / s2[:, None, :, None]).sum(axis=2) / dof_k[..., None]  # (R, K, d or 1)
+        share = np.where(gamma > 1, 1.0 - 1.0 / gamma, 0.0)  # (R, K)
+        nu = per_coord * count * share[..., None] * S.shape[-1]  # (R, K, N)
+        num = np.where(dof_k[..., None, None] > 0, S / m[:, :, None, :], 0.0).sum(axis=-1)
+    return num, nu
+
+
+
+def sigma2_update(num: np.ndarray, dof: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """σ_n² = Σ S/m / Σ ν where there is evidence (else the previous value), normalised to a
+    geometric mean of 1 (only ratios matter)."""
+    ok = dof > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s2 = np.where(ok, num / dof, previous)
+    s2 = np.maximum(s2, 1e-300)
+    return s2 / np.exp(np.log(s2).mean(axis=1, keepdims=True))
 
 
 class MemoryRule(Selector):
@@ -178,43 +222,10 @@ class MemoryRule(Selector):
 
     # -- the fit ---------------------------------------------------------------------------------
     def _terms(self, count, where, sq, s2, gram=False):
-        """Per iterate: S/m summed over coordinates and ν, shapes (R, K, N); for arrays with a
-        K axis: count (R, K, N), sq (R, K, N, d or 1), s2 (R, N), and ``where`` the arms'
-        means (R, K, N, d) or, with ``gram`` (scalar shape), their Gram matrices (R, K, N, N)."""
-        d = self._shape[2]
-        prec = count / s2[:, None, :]
-        total = prec.sum(axis=2)  # (R, K)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            weight = np.where(total[..., None] > 0, prec / total[..., None], 0.0)  # (R, K, N)
-        if gram:
-            # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p.
-            gw = np.einsum("rknm,rkm->rkn", where, weight)
-            dist = np.einsum("rknn->rkn", where) - 2.0 * gw + np.einsum("rkn,rkn->rk", weight,
-                                                                         gw)[..., None]  # fmt: skip
-            dev2 = (count * np.maximum(dist, 0.0))[..., None]  # (R, K, N, 1)
-        else:
-            mu = np.einsum("rkn,rknd->rkd", weight, where)
-            dev2 = count[..., None] * (where - mu[:, :, None, :]) ** 2  # (R, K, N, d)
-            if self.scalar:
-                dev2 = dev2.sum(axis=-1, keepdims=True)
-        S = sq + dev2  # (R, K, N, d or 1)
-        gamma = count.sum(axis=2)  # Γ_k, (R, K)
-        per_coord = d if self.scalar else 1  # dof per pull of one "coordinate" of S
-        dof_k = per_coord * (gamma - 1.0)  # (R, K)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m = (S / s2[:, None, :, None]).sum(axis=2) / dof_k[..., None]  # (R, K, d or 1)
-            share = np.where(gamma > 1, 1.0 - 1.0 / gamma, 0.0)  # (R, K)
-            nu = per_coord * count * share[..., None] * S.shape[-1]  # (R, K, N)
-            num = np.where(dof_k[..., None, None] > 0, S / m[:, :, None, :], 0.0).sum(axis=-1)
-        return num, nu
+        return iterate_terms(count, where, sq, s2, self._shape[2], self.scalar, gram)
 
     def _update_sigma2(self, num: np.ndarray, dof: np.ndarray) -> None:
-        ok = dof > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            s2 = np.where(ok, num / dof, self.sigma2)
-        # Only ratios matter: fix the geometric mean at 1 for stability.
-        s2 = np.maximum(s2, 1e-300)
-        self.sigma2 = s2 / np.exp(np.log(s2).mean(axis=1, keepdims=True))
+        self.sigma2 = sigma2_update(num, dof, self.sigma2)
 
     def pulls(self) -> np.ndarray:
         """Pulls of each arm over all iterates so far (discounted), shape (R, N)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError, ExperimentConfig, config_from_dict
+from ..config import ConfigError, ExperimentConfig, check_arms_table, config_from_dict
 
 __all__ = [
     "MergeSpec",
@@ -101,6 +101,9 @@ class StudyKind:
         (``study.extra``), recomputed from the configuration; run by :func:`load_study`.
     merge : MergeSpec or None
         How sweeps merge its chunks; None: it cannot be swept.
+    check : callable
+        ``check(cfg, where)``: the study's own configuration keys, checked when a configuration
+        is read (:func:`eegrad.config.need` gives the standard error); default: the arms table.
     """
 
     name: str
@@ -112,6 +115,7 @@ class StudyKind:
     section: Callable[[Study, str], Section]
     derive: Callable[[Study], None] = lambda study: None
     merge: MergeSpec | None = None
+    check: Callable[[ExperimentConfig, str], None] = check_arms_table
 
 
 _STUDIES: dict[str, StudyKind] = {}

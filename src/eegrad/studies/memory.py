@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig
+from ..config import ConfigError, ExperimentConfig, check_profiles
 from ..estimators import control_variate_mean, quadratic_final_gaps
 from ..experiment import (
     build_objective,
@@ -226,5 +226,5 @@ def work(cfg: ExperimentConfig) -> int:
 
 KIND = register_study(StudyKind(
     name="memory", preset="memory", columns=MEMORY_COLUMNS, run=run, work=work, plot=plot,
-    section=section,
+    section=section, check=check_profiles,
 ))  # fmt: skip

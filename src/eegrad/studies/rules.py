@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig
+from ..config import ConfigError, ExperimentConfig, check_profiles
 from ..experiment import (
     build_objective,
     build_selector,
@@ -179,6 +179,6 @@ def work(cfg: ExperimentConfig) -> int:
 
 KIND = register_study(StudyKind(
     name="rules", preset="rules", columns=RULES_COLUMNS, run=run, work=work, plot=plot,
-    section=section,
+    section=section, check=check_profiles,
     merge=(("profile", "T", "method"), (("regret", "regret_se"),), ("lock_in", "lai_robbins")),
 ))  # fmt: skip

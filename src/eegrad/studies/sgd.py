@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig
+from ..config import ConfigError, ExperimentConfig, check_arms_table, need
 from ..experiment import (
     build_arms,
     build_oracle,
@@ -189,8 +189,13 @@ def work(cfg: ExperimentConfig) -> int:
     return sum(cfg.realizations * cfg.K * T * n_methods for T in cfg.T)
 
 
+def check(cfg: ExperimentConfig, where: str) -> None:
+    check_arms_table(cfg, where)
+    need(len(cfg.eta) == 1, "eta", where, "one step size for study 'sgd'", cfg.eta)
+
+
 KIND = register_study(StudyKind(
     name="sgd", preset="figure1", columns=SGD_COLUMNS, run=run, work=work, plot=plot,
-    section=section, derive=derive,
+    section=section, check=check, derive=derive,
     merge=(("T", "method", "k"), (("gap_mean", "gap_se"),), ()),
 ))  # fmt: skip

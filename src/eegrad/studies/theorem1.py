@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import theory
-from ..config import ConfigError, ExperimentConfig
+from ..config import ConfigError, ExperimentConfig, check_arms_table, dimension, need
 from ..experiment import (
     build_arms,
     build_oracle,
@@ -178,9 +178,15 @@ def work(cfg: ExperimentConfig) -> int:
     return sum(cfg.realizations * T * (len(c_values(cfg)) + 1) for T in cfg.T)
 
 
+def check(cfg: ExperimentConfig, where: str) -> None:
+    check_arms_table(cfg, where)
+    d = dimension(cfg)
+    need(len(cfg.w) == d, "w", where, f"a list of d = {d} floats", cfg.w)
+
+
 KIND = register_study(StudyKind(
     name="theorem1", preset="theorem1", columns=THEOREM1_COLUMNS, run=run, work=work, plot=plot,
-    section=section, derive=derive,
+    section=section, check=check, derive=derive,
     merge=(
         ("T", "method", "c"),
         (("error_mean", "error_se"), ("identity_lhs_mean", "identity_lhs_se"),
