@@ -200,7 +200,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         cold, warm = subprocess_float(COLD_SCRIPT, env=env)
-        cmd = ["eegrad", "reproduce", "figure1", "--out", out, "--quiet"]
+        # The interpreter running this script, not whatever 'eegrad' is on PATH (or none).
+        cmd = [sys.executable, "-m", "eegrad", "reproduce", "figure1", "--out", out, "--quiet"]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)  # first: fills the cache if needed
         first = time.perf_counter() - t0

@@ -112,8 +112,10 @@ def test_config_error_writes_nothing(tmp_path, capsys):
     assert main(["run", str(f), "--out", str(out), "-q"]) == 2
     assert "Key 'K' in" in capsys.readouterr().err
     assert not out.exists()
-    assert main(["reproduce", "figure1", "--alpha", "2", "--out", str(out), "-q"]) == 2
-    assert "'alpha'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a bad flag: argparse's exit 2, naming the flag
+        main(["reproduce", "figure1", "--alpha", "2", "--out", str(out), "-q"])
+    assert exc.value.code == 2
+    assert "--alpha" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -168,3 +170,48 @@ def test_rule_aliases_name_the_classes_the_rules_build():
         rule = _rule_name(info.cls.__name__)
         assert rule == info.name
         assert type(build_selector(SelectorConfig(rule=rule))).__name__ == info.cls.__name__
+
+
+@pytest.mark.parametrize(("argv", "flag", "rule"), [
+    (["reproduce", "figure1", "--realizations", "-5"], "--realizations", "an integer >= 1"),
+    (["reproduce", "figure1", "--seed", "-1"], "--seed", "an integer >= 0"),
+    (["reproduce", "figure1", "--alpha", "2"], "--alpha", "a finite number > 2"),
+    (["reproduce", "theorem1", "--c", "0"], "--c", "a finite number > 0"),
+    (["reproduce", "figure1", "--beta", "-3"], "--beta", "a finite number > 0 or 'oracle'"),
+    (["example", "flower", "--jobs", "0"], "--jobs", "or -1 for every core"),
+])  # fmt: skip
+def test_bad_flags_are_named_as_typed(argv, flag, rule, capsys):
+    # The user typed a flag: the error names the flag and the rule, not a preset's file.
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err
+    assert rule in err
+    assert ".toml" not in err
+
+
+def test_python_m_eegrad_runs_the_command():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "eegrad", "--help"], capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert out.returncode == 0
+    assert "reproduce" in out.stdout
+
+
+def test_output_files_keep_the_umask_permissions(tmp_path):
+    # Atomic writes go through a private temporary file (0600); the result must have what a
+    # plain open(..., "w") gives, so that a colleague in the group can read the results.
+    import os
+
+    from eegrad.results import write_json, write_table
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    write_table(tmp_path / "t.csv", [{"a": 1}], ("a",))
+    write_json(tmp_path / "m.json", {"a": 1})
+    expected = os.stat(plain).st_mode & 0o777
+    for name in ("t.csv", "m.json"):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == expected

@@ -133,3 +133,41 @@ def test_table_cells_of_numpy_floats_are_plain_numbers(tmp_path):
     write_table(tmp_path / "t.csv", [{"a": np.float64(0.1), "b": np.float32(0.5), "c": np.nan}],
                 ("a", "b", "c"))  # fmt: skip
     assert read_table(tmp_path / "t.csv") == [{"a": "0.1", "b": "0.5", "c": ""}]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # Ray's own subprocesses at shutdown
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_ray_executor_gives_the_same_table(tmp_path, monkeypatch):
+    # Ray comes with the 'flower' extra (Flower's simulation runs on it). Its files go to a short
+    # temporary folder (its socket paths must stay under 108 characters), removed afterwards.
+    import shutil
+    import tempfile
+
+    ray = pytest.importorskip("ray")
+    sweep = load_sweep(write(tmp_path))
+    run_sweep(sweep, tmp_path / "local", quiet=True, jobs=1)
+    short = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", short)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    try:
+        ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=short,
+                 log_to_driver=False)  # fmt: skip
+        run_sweep(sweep, tmp_path / "ray", executor="ray", quiet=True)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(short, ignore_errors=True)
+    local = (tmp_path / "local" / "results.csv").read_bytes()
+    assert (tmp_path / "ray" / "results.csv").read_bytes() == local
+    assert json.loads((tmp_path / "ray" / "metadata.json").read_text())["executor"] == "ray"
+
+
+def test_unreachable_dask_scheduler_is_one_line(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    code = cli(["sweep", str(write(tmp_path)), "--executor", "dask", "--address",
+                "tcp://127.0.0.1:9", "--quiet", "--out", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("eegrad: error: --address tcp://127.0.0.1:9: no Dask scheduler")
+    assert len(err.splitlines()) == 1

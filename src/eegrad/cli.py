@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -25,13 +26,44 @@ DEFAULTS_HELP = (
 )
 
 
+def _number(text: str, kind: type, rule: str, ok: Any) -> Any:
+    """``text`` as ``kind`` obeying ``ok``, else argparse's error for the flag: argparse names the
+    flag, this names the rule and the value."""
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}; got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    return _number(text, int, "an integer >= 1", lambda v: v >= 1)
+
+
+def _seed(text: str) -> int:
+    return _number(text, int, "an integer >= 0", lambda v: v >= 0)
+
+
+def _alpha(text: str) -> float:
+    return _number(text, float, "a finite number > 2 (eq. pickOracle)",
+                   lambda v: math.isfinite(v) and v > 2)  # fmt: skip
+
+
+def _positive(text: str) -> float:
+    return _number(text, float, "a finite number > 0", lambda v: math.isfinite(v) and v > 0)
+
+
+def _jobs(text: str) -> int:
+    return _number(text, int, "an integer >= 1, or -1 for every core", lambda v: v >= 1 or v == -1)
+
+
 def _float_or_oracle(text: str) -> float | str:
     if text == "oracle":
         return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'oracle', got {text!r}") from None
+    return _number(text, float, "a finite number > 0 or 'oracle'",
+                   lambda v: math.isfinite(v) and v > 0)  # fmt: skip
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -39,11 +71,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--realizations",
         "-R",
-        type=int,
+        type=_count,
         metavar="R",
         help="independent realizations (Monte Carlo sample size)",
     )
-    g.add_argument("--seed", type=int, metavar="S", help="seed of every random stream")
+    g.add_argument("--seed", type=_seed, metavar="S", help="seed of every random stream")
     g.add_argument("--out", type=Path, metavar="DIR", help="output folder")
     g.add_argument(
         "--engine",
@@ -55,10 +87,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _add_selector_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("EE-Grad's constants (eq. pickOracle, eq. funcf)")
-    g.add_argument("--alpha", type=float, help="alpha > 2 (default 2.5)")
+    g.add_argument("--alpha", type=_alpha, help="alpha > 2 (default 2.5)")
     g.add_argument("--beta", type=_float_or_oracle, help="beta >= max sigma_n^2, or 'oracle'")
     g.add_argument("--P", dest="P", type=_float_or_oracle, help="P >= S(w), or 'oracle'")
-    g.add_argument("--c", type=float, help="Hanson-Wright constant c > 0 (default 1)")
+    g.add_argument("--c", type=_positive, help="Hanson-Wright constant c > 0 (default 1)")
     g.add_argument("--rule", action="append", metavar="NAME", type=_rule_name,
                    help="overlay another selection rule with its defaults (repeatable; "
                    "a registered rule's name, e.g. memory_kl_lcb, or its class's name, e.g. "
@@ -139,11 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("name", choices=("federated", "flower", "wall-clock"), help="the example")
     ex.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="output folder (default results/NAME)")  # fmt: skip
-    ex.add_argument("--seeds", type=int, default=None,
+    ex.add_argument("--seeds", type=_count, default=None,
                     help="independent runs per method (federated: 10; flower: 10, --quick 2; "
                          "wall-clock: rounds per n, 10)")  # fmt: skip
-    ex.add_argument("--steps", type=int, default=150, help="federated: SGD steps K")
-    ex.add_argument("--rounds", type=int, default=None,
+    ex.add_argument("--steps", type=_count, default=150, help="federated: SGD steps K")
+    ex.add_argument("--rounds", type=_count, default=None,
                     help="federated: rounds T per step (>= 2N, default 40); flower: server "
                          "rounds per run (default 150, --quick 40)")  # fmt: skip
     ex.add_argument("--quick", action="store_true",
@@ -156,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--splits", nargs="+", default=None, metavar="SPLIT",
                     help="flower: non-iid splits, 'dirichlet-<alpha>' or 'shards' (default both; "
                          "--quick: dirichlet-0.3)")  # fmt: skip
-    ex.add_argument("--jobs", type=int, default=1,
+    ex.add_argument("--jobs", type=_jobs, default=1,
                     help="flower, local runtime: federations run in this many processes (-1: "
                          "every core); the rows do not depend on it")  # fmt: skip
     sw = sub.add_parser(
@@ -174,15 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "dask", "ray"),
         default="local",
         help="local: joblib's loky processes (default); dask: a Dask cluster "
-        "(--address, or a LocalCluster started here); ray: joblib's Ray backend",
+        "(--address, or a LocalCluster started here); ray: Ray tasks (--address, a running "
+        "ray.init(), or a local Ray started here)",
     )
     sw.add_argument(
         "--jobs",
-        type=int,
+        type=_count,
         metavar="N",
         help="processes (local: default all cores; dask LocalCluster: workers)",
     )
-    sw.add_argument("--address", metavar="tcp://HOST:PORT", help="a running Dask scheduler")
+    sw.add_argument("--address", metavar="ADDRESS",
+                    help="a running Dask scheduler (tcp://HOST:PORT) or Ray cluster "
+                         "(ray://HOST:PORT)")  # fmt: skip
     sw.add_argument("--out", type=Path, metavar="DIR")
     sw.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     rp = sub.add_parser(

@@ -7,6 +7,7 @@ place, so a reader (or an interrupted run) never sees a half-written file.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -25,8 +26,17 @@ __all__ = ["atomic_write_bytes", "environment", "format_value", "read_table", "w
            "write_table"]  # fmt: skip
 
 
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: reading it means setting it for a moment)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    """Write ``data`` to ``path`` through a temporary file and a rename, with the permissions a
+    plain ``open(path, "w")`` would give (0666 less the umask; a temporary file is 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -35,6 +45,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

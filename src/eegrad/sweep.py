@@ -51,6 +51,8 @@ from .results import environment, write_json, write_table
 __all__ = ["EXECUTORS", "Sweep", "load_sweep", "merge_rows", "run_sweep"]
 
 EXECUTORS = ("local", "dask", "ray")
+#: Seconds to wait for a Dask scheduler at --address before giving up with one line.
+CONNECT_TIMEOUT_S = 5
 
 def merge_spec(study: str) -> Any:
     """The registered study's merge rule: key columns, (mean, SE) pairs merged from chunks, and
@@ -212,7 +214,13 @@ def _parallel_context(executor: str, jobs: int | None, address: str | None):
             raise ConfigError("--executor dask needs the 'dist' extra: "
                               "pip install 'eegrad[dist]'") from exc  # fmt: skip
         if address:
-            client = Client(address)
+            try:
+                client = Client(address, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:
+                raise ConfigError(f"--address {address}: no Dask scheduler answered within "
+                                  f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else 'no reply'})."
+                                  ) from None  # fmt: skip
             cluster = None
         else:
             cluster = LocalCluster(n_workers=jobs or 2, threads_per_worker=1, processes=True,
@@ -225,12 +233,36 @@ def _parallel_context(executor: str, jobs: int | None, address: str | None):
                 cluster.close()
 
         return joblib.parallel_config(backend="dask", n_jobs=-1), close
+    raise ConfigError(f"No joblib backend for executor {executor!r}.")  # Ray: _ray_results
+
+
+def _ray_results(todo: list, jobs: int | None, address: str | None):
+    """Run the tasks as Ray tasks and yield each result as it completes (Ray's joblib backend
+    returns them only all at once, which an interrupted sweep would lose). Uses a running Ray
+    (``ray.init`` done by the caller, or ``--address``), else starts a local one with ``jobs``
+    CPUs and stops it afterwards."""
     try:
-        from ray.util.joblib import register_ray
+        import ray
     except ImportError as exc:
-        raise ConfigError("--executor ray needs Ray: pip install 'ray[default]'") from exc
-    register_ray()  # pragma: no cover - Ray is not a declared extra
-    return joblib.parallel_config(backend="ray", n_jobs=jobs or -1), lambda: None
+        raise ConfigError("--executor ray needs Ray: pip install 'ray[default]' (it also comes "
+                          "with the 'flower' extra)") from exc  # fmt: skip
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=address, num_cpus=None if address else jobs,
+                     include_dashboard=False, log_to_driver=False)  # fmt: skip
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"--address {address}: no Ray cluster answered "
+                              f"({type(exc).__name__}: {exc}).") from None  # fmt: skip
+    try:
+        task = ray.remote(_with_key)
+        pending = [task.remote(key, data) for key, data in todo]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def run_sweep(
@@ -267,7 +299,11 @@ def run_sweep(
     total = len(cells) * len(sizes)
     with tqdm(total=total, initial=total - len(todo), disable=quiet, file=sys.stderr,
               unit="task", desc=sweep.name) as bar:  # fmt: skip
-        if todo:
+        if todo and executor == "ray":
+            for (ci, ki), rows in _ray_results(todo, jobs, address):
+                write_json(_task_path(out, ci, ki), {"rows": rows})  # saved as it completes
+                bar.update(1)
+        elif todo:
             context, close = _parallel_context(executor, jobs, address)
             try:
                 with context:
