@@ -118,17 +118,43 @@ def test_chi_square_rule_falls_back():
         estimate_gradient(oracle, ChiSquareLCB(), np.ones((4, 2)), 8, rng=1, engine="numba")
 
 
-@pytest.mark.parametrize("make", [MemoryKLLCB, MemoryThompson])
-def test_memory_rules_fall_back_with_notice(make):
-    """The compiled kernels have no rules with memory: explicit 'numba' runs them on NumPy,
-    with a notice, and gives NumPy's numbers."""
+MEMORY = [
+    lambda K, T: MemoryThompson(),
+    lambda K, T: MemoryThompson(shape="scalar", discount=0.7),
+    lambda K, T: MemoryThompson(window=2),
+    lambda K, T: MemoryKLLCB(),
+    lambda K, T: MemoryKLLCB(loglog=1.0, shape="diagonal", discount=0.5, window=2),
+    lambda K, T: MemoryKLLCB(horizon=K * T),
+    lambda K, T: MemoryKLLCB(shape="scalar", horizon=K * T),
+]
+
+
+@pytest.mark.parametrize("make", MEMORY)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_memory_rules_compiled_equal_numpy(make, threads):
+    """The rules with memory on the compiled engine: the same pulls at every iterate and the
+    same iterates as the NumPy engine, bit for bit (the kernel repeats the NumPy fit's
+    operations in their order); no fallback notice. N = 3, d = 2 (diagonal shape) and N = 5,
+    d = 20 (scalar shape under "auto"), 600 realizations (three blocks, the last partial)."""
+    import warnings
+
+    setups = [(GaussianOracle(Quadratic(2), Arms([50.0, 26.0, 16.7])), 2, 4, 30),
+              (GaussianOracle(Quadratic(20), Arms([3.0, 1.2, 0.8, 1.0, 2.5])), 20, 3, 25)]  # fmt: skip
+    for oracle, d, K, T in setups:
+        w0 = np.random.default_rng(d).standard_normal((600, d))
+        a = run_sgd(oracle, make(K, T), w0, K, T, 0.6, rng=3, engine="numpy")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", EngineFallbackWarning)
+            b = run_sgd(oracle, make(K, T), w0, K, T, 0.6, rng=3, engine="numba", threads=threads)
+        np.testing.assert_array_equal(a.counts, b.counts)
+        np.testing.assert_array_equal(a.w, b.w)
+
+
+def test_memory_rule_horizon_warning_on_the_compiled_engine():
     oracle = GaussianOracle(Quadratic(2), Arms([3.0, 2.0, 1.0]))
-    w0 = np.random.default_rng(0).standard_normal((8, 2))
-    with pytest.warns(EngineFallbackWarning, match=f"selector {make.__name__}"):
-        b = run_sgd(oracle, make(), w0, 2, 12, 0.5, rng=1, engine="numba")
-    a = run_sgd(oracle, make(), w0, 2, 12, 0.5, rng=1, engine="numpy")
-    np.testing.assert_array_equal(a.counts, b.counts)
-    np.testing.assert_array_equal(a.w, b.w)
+    w0 = np.ones((4, 2))
+    with pytest.warns(RuntimeWarning, match="told horizon=20 rounds"):
+        run_sgd(oracle, MemoryKLLCB(horizon=20), w0, 2, 12, 0.5, rng=1, engine="numba")
 
 
 def test_unsupported_case_falls_back_with_notice():

@@ -10,7 +10,17 @@ import numpy as np
 
 from .._random import RealizationStreams
 from ..oracle import IterateOracle
-from ..selectors import KLLCB, EEGrad, FixedArm, Greedy, OptimalArm, ThompsonVariance, all_rules
+from ..selectors import (
+    KLLCB,
+    EEGrad,
+    FixedArm,
+    Greedy,
+    MemoryRule,
+    MemoryThompson,
+    OptimalArm,
+    ThompsonVariance,
+    all_rules,
+)
 from ..selectors.base import Selector
 
 __all__ = ["run_rounds", "unsupported_reason"]
@@ -88,6 +98,8 @@ def run_rounds(
     statistics as the NumPy engine would."""
     from .numba_kernels import run_block
 
+    if isinstance(selector, MemoryRule):
+        return _run_memory_rounds(at, selector, T, streams, threads, checkpoints)
     R, d = at.grad.shape
     N = at.arms.N
     rule, params, P, keep = _rule(selector, selector.truth, R)
@@ -111,7 +123,12 @@ def run_rounds(
                   block_ckpts)  # fmt: skip
         ckpt_counts[:, sl] = block_ckpts
 
-    n_blocks = len(streams.slices)
+    _run_blocks(job, len(streams.slices), threads)
+    selector.absorb(count, T, mean, sq)
+    return total, ckpt_counts
+
+
+def _run_blocks(job: Any, n_blocks: int, threads: int | None) -> None:
     workers = min(threads or default_threads(), n_blocks)
     if workers <= 1:
         for b in range(n_blocks):
@@ -123,5 +140,50 @@ def run_rounds(
         futures = [pool.submit(job, b) for b in range(n_blocks)]
         for f in futures:
             f.result()
-    selector.absorb(count, T, mean, sq)
+
+
+def _run_memory_rounds(at: IterateOracle, selector: MemoryRule, T: int,
+                       streams: RealizationStreams, threads: int | None,
+                       checkpoints: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The rules with memory: the round's refit and index compiled per realization
+    (:func:`numba_kernels.run_memory_block`); the refit of the past iterates at an iterate's
+    start stays the rule's own (NumPy, once per iterate)."""
+    from . import numba_kernels as k
+
+    R, d = at.grad.shape
+    N = at.arms.N
+    state = selector.compiled_state()
+    scalar = state["scalar"]
+    thompson = isinstance(selector, MemoryThompson)
+    rule = k.MEMORY_THOMPSON if thompson else k.MEMORY_KL_LCB
+    loglog = 0.0 if thompson else selector.loglog
+    horizon = -1 if thompson or selector.horizon is None else int(selector.horizon)
+    if horizon >= 0:
+        selector.check_horizon(state["rounds_before"] + T, stacklevel=5)
+    s2 = np.ascontiguousarray(state["sigma2"])
+    cache = [np.ascontiguousarray(state[key]) for key in ("cache_num", "cache_dof", "cache_pulls")]
+    scale = np.sqrt(at.arms.sigma2)
+    total = np.zeros((R, d))
+    count = np.zeros((R, N), dtype=np.int64)
+    mean = np.zeros((R, N, d))
+    sq_dev = np.zeros((R, N))
+    sq_coord = np.zeros((R, N, 1 if scalar else d))
+    grad = np.ascontiguousarray(at.grad)
+    sqrt_m = np.ascontiguousarray(at.sqrt_m)
+    ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
+    ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
+    sgens = streams.selector_generators if thompson else streams.generators
+
+    def job(b: int) -> None:
+        sl = streams.slices[b]
+        block_ckpts = np.ascontiguousarray(ckpt_counts[:, sl])
+        k.run_memory_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule,
+                           loglog, horizon, scalar, state["warm"], state["rounds_before"], T,
+                           total[sl], count[sl], mean[sl], sq_dev[sl], sq_coord[sl], s2[sl],
+                           cache[0][sl], cache[1][sl], cache[2][sl], ckpts,
+                           block_ckpts)  # fmt: skip
+        ckpt_counts[:, sl] = block_ckpts
+
+    _run_blocks(job, len(streams.slices), threads)
+    selector.absorb(count, T, mean, sq_dev, sq_coord=None if scalar else sq_coord, sigma2=s2)
     return total, ckpt_counts

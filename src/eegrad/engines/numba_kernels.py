@@ -30,7 +30,10 @@ def _kl_ratio(y):  # pragma: no cover - compiled
         return 1.0
     x = 2.0 * (y + 1.0)
     for _ in range(30):
-        x = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
+        step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
+        if step == x:  # a fixed point: the remaining iterations would return x unchanged
+            break
+        x = step
     return x
 
 
@@ -141,6 +144,159 @@ def run_block(
             if cnt >= 2:
                 V[r, arm] = sq[r, arm] / (cnt - 1)
                 isg[r, arm] = 1.0 / math.sqrt(cnt - 1)
+        if ci < ckpts.shape[0] and ckpts[ci] == t:
+            ckpt_counts[ci] = count
+            ci += 1
+
+
+# Rules with memory (see eegrad.selectors.memory).
+MEMORY_THOMPSON, MEMORY_KL_LCB = 0, 1
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
+def _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen,
+                  out):  # pragma: no cover - compiled
+    """The memory rule's index of every arm at global round ``tg`` (as MemoryThompson.index and
+    MemoryKLLCB.index: the same draws in the same order, the same operations)."""
+    if rule == MEMORY_THOMPSON:
+        for n in range(N):
+            g = sgen.standard_gamma(max(nu[n], 1e-12) / 2.0)
+            if nu[n] > 0:
+                out[n] = nu[n] * s2[n] / (2.0 * g) if g > 0 else np.inf
+            else:
+                out[n] = -np.inf
+        return
+    if horizon < 0:
+        lt = math.log(tg)
+        level = lt + (loglog * math.log(lt) if lt > 1 else 0.0)
+    for n in range(N):
+        if horizon >= 0:
+            pulls = max(cache_pulls[n] + count[n], 1.0)
+            left = max(horizon - tg + 1, 0)
+            level = math.log(max(left / (N * pulls), 1.0))
+        if nu[n] > 0:
+            out[n] = s2[n] / _kl_ratio(2.0 * level / nu[n])
+        else:
+            out[n] = -np.inf
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
+def _refit_current(N, d, scalar, count, mean, sq_dev, sq_coord, s2, cache_num, cache_dof, nu,
+                   mu, m, num):  # pragma: no cover - compiled
+    """One block sweep with the current iterate (MemoryRule._refit_current and
+    eegrad.selectors.memory.iterate_terms / sigma2_update for K = 1, the same operations in
+    the same order); updates ``s2`` in place and leaves ν per arm in ``nu``."""
+    total = 0.0
+    gamma = 0.0
+    for n in range(N):
+        total += count[n] / s2[n]
+        gamma += count[n]
+    nc = 1 if scalar else d
+    for j in range(d):
+        mu[j] = 0.0
+    for n in range(N):
+        w = (count[n] / s2[n]) / total if total > 0 else 0.0
+        for j in range(d):
+            mu[j] += w * mean[n, j]
+    per_coord = d if scalar else 1
+    dof_k = per_coord * (gamma - 1.0)
+    share = 1.0 - 1.0 / gamma if gamma > 1 else 0.0
+    # S per arm and coordinate (scalar: one coordinate, the deviations summed over d).
+    for j in range(nc):
+        m[j] = 0.0
+    for n in range(N):
+        if scalar:
+            dev = 0.0
+            for j in range(d):
+                x = mean[n, j] - mu[j]
+                dev += count[n] * (x * x)
+            m[0] += (sq_dev[n] + dev) / s2[n]
+        else:
+            for j in range(d):
+                x = mean[n, j] - mu[j]
+                m[j] += (sq_coord[n, j] + count[n] * (x * x)) / s2[n]
+    for j in range(nc):
+        m[j] = m[j] / dof_k
+    logsum = 0.0
+    for n in range(N):
+        acc = 0.0
+        if dof_k > 0:
+            if scalar:
+                dev = 0.0
+                for j in range(d):
+                    x = mean[n, j] - mu[j]
+                    dev += count[n] * (x * x)
+                acc = (sq_dev[n] + dev) / m[0]
+            else:
+                for j in range(d):
+                    x = mean[n, j] - mu[j]
+                    acc += (sq_coord[n, j] + count[n] * (x * x)) / m[j]
+        num[n] = cache_num[n] + acc
+        nu[n] = cache_dof[n] + per_coord * count[n] * share * nc
+        v = num[n] / nu[n] if nu[n] > 0 else s2[n]
+        v = max(v, 1e-300)
+        num[n] = v  # reused: the unnormalised σ²
+        logsum += math.log(v)
+    scale = math.exp(logsum / N)
+    for n in range(N):
+        s2[n] = num[n] / scale
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
+def run_memory_block(
+    gen, sgen, grad, sqrt_m, scale, rule, loglog, horizon, scalar, warm, rounds_before, T,
+    total, count, mean, sq_dev, sq_coord, s2, cache_num, cache_dof, cache_pulls, ckpts,
+    ckpt_counts,
+):  # pragma: no cover - compiled; exercised through the engine's tests
+    """T rounds of a rule with memory for one block: as run_block, with the rule's fit
+    (σ² per realization, ``s2``, updated in place) refitted every round from the current
+    iterate's statistics and the past iterates' cached terms (``cache_num``, ``cache_dof``,
+    ``cache_pulls``, shape (Rb, N), computed by the NumPy rule at the iterate's start).
+    ``warm``: the run's first iterate, whose first 2N rounds pull every arm twice."""
+    Rb, d = grad.shape
+    N = scale.shape[0]
+    z = np.empty(d)
+    g = np.empty(d)
+    nu = np.empty(N)
+    idx = np.empty(N)
+    mu = np.empty(d)
+    m = np.empty(d)
+    num = np.empty(N)
+    cnt_f = np.empty(N)
+    ci = 0
+    for t in range(1, T + 1):
+        for r in range(Rb):
+            if warm and t <= 2 * N:
+                arm = (t - 1) % N
+            else:
+                for n in range(N):
+                    cnt_f[n] = count[r, n]
+                _refit_current(N, d, scalar, cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r],
+                               cache_num[r], cache_dof[r], nu, mu, m, num)  # fmt: skip
+                _memory_index(rule, loglog, horizon, rounds_before + t, N, cnt_f,
+                              cache_pulls[r], s2[r], nu, sgen, idx)  # fmt: skip
+                arm = 0
+                best = idx[0]
+                for n in range(1, N):
+                    if idx[n] < best:  # strict: ties keep the smallest n, as np.argmin
+                        best = idx[n]
+                        arm = n
+            for j in range(d):
+                z[j] = gen.standard_normal()
+            for j in range(d):
+                g[j] = grad[r, j] + (scale[arm] * sqrt_m[r, j]) * z[j]
+                total[r, j] += g[j]
+            count[r, arm] += 1
+            cnt = count[r, arm]
+            acc = 0.0
+            for j in range(d):
+                old = mean[r, arm, j]
+                delta = g[j] - old
+                mean[r, arm, j] = old + delta / cnt
+                acc += delta * delta
+                if not scalar:
+                    sq_coord[r, arm, j] += delta * delta * ((cnt - 1) / cnt)
+            sq_dev[r, arm] += acc * ((cnt - 1) / cnt)
         if ci < ckpts.shape[0] and ckpts[ci] == t:
             ckpt_counts[ci] = count
             ci += 1

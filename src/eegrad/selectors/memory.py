@@ -227,6 +227,28 @@ class MemoryRule(Selector):
     def _update_sigma2(self, num: np.ndarray, dof: np.ndarray) -> None:
         self.sigma2 = sigma2_update(num, dof, self.sigma2)
 
+    def absorb(self, counts: np.ndarray, rounds: int, mean: np.ndarray | None = None,
+               sq_dev: np.ndarray | None = None, *, sq_coord: np.ndarray | None = None,
+               sigma2: np.ndarray | None = None) -> None:  # fmt: skip
+        """As :meth:`Selector.absorb`, with what a compiled run of this rule also changes: the
+        per-coordinate squared deviations (diagonal shape) and the fitted σ² (refitted every
+        round)."""
+        super().absorb(counts, rounds, mean, sq_dev)
+        if sq_coord is not None and not self.scalar:
+            self.stats.sq_coord[:] = sq_coord
+        if sigma2 is not None:
+            self.sigma2 = np.array(sigma2, dtype=np.float64)
+
+    def compiled_state(self) -> dict[str, Any]:
+        """What a compiled run of the current iterate reads (after :meth:`init` or
+        :meth:`next_iterate`): the fitted σ² (R, N), the past iterates' cached terms — Σ S/m,
+        Σ ν and the pulls, each (R, N) — whether the shape is scalar, whether this is the run's
+        first iterate (whose first 2N rounds pull every arm twice) and the rounds before it."""
+        return {"sigma2": self.sigma2.copy(), "cache_num": self._cache_num.copy(),
+                "cache_dof": self._cache_dof.copy(), "cache_pulls": self._cache_pulls.copy(),
+                "scalar": bool(self.scalar), "warm": self.iterate == 0,
+                "rounds_before": int(self.rounds_before)}  # fmt: skip
+
     def pulls(self) -> np.ndarray:
         """Pulls of each arm over all iterates so far (discounted), shape (R, N)."""
         return self._cache_pulls + self.stats.count
@@ -278,7 +300,7 @@ class MemoryRule(Selector):
         raise NotImplementedError
 
 
-@register_rule("memory_kl_lcb", label="kl-LCB with memory")
+@register_rule("memory_kl_lcb", label="kl-LCB with memory", compiled=True)
 class MemoryKLLCB(MemoryRule):
     r"""kl-LCB on the pooled evidence of all iterates:
 
@@ -339,10 +361,7 @@ class MemoryKLLCB(MemoryRule):
     def _level(self, t: int) -> float | np.ndarray:
         if self.horizon is None:
             return kl_threshold(t, self.loglog)
-        if t > self.horizon and not self._warned:
-            self._warned = True
-            warnings.warn(f"MemoryKLLCB was told horizon={self.horizon} rounds and is at round "
-                          f"{t}: it chooses greedily from now on.", RuntimeWarning, stacklevel=4)  # fmt: skip
+        self.check_horizon(t, stacklevel=5)
         N = self._shape[1]
         pulls = np.maximum(self.pulls(), 1.0)
         return np.log(np.maximum(max(self.horizon - t + 1, 0) / (N * pulls), 1.0))
@@ -351,6 +370,14 @@ class MemoryKLLCB(MemoryRule):
         super().init(R, N, d, truth, streams)
         self._warned = False
 
+    def check_horizon(self, t: int, stacklevel: int = 2) -> None:
+        """Warn once (:class:`RuntimeWarning`) when round t is past the horizon told."""
+        if self.horizon is not None and t > self.horizon and not self._warned:
+            self._warned = True
+            warnings.warn(f"MemoryKLLCB was told horizon={self.horizon} rounds and is at round "
+                          f"{t}: it chooses greedily from now on.", RuntimeWarning,
+                          stacklevel=stacklevel)  # fmt: skip
+
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         level = self._level(t)
         with np.errstate(divide="ignore"):
@@ -358,7 +385,7 @@ class MemoryKLLCB(MemoryRule):
         return np.where(nu > 0, sigma2 / x, -np.inf)
 
 
-@register_rule("memory_thompson", label="Thompson with memory")
+@register_rule("memory_thompson", label="Thompson with memory", compiled=True)
 class MemoryThompson(MemoryRule):
     r"""Posterior sampling of σ_n² on the pooled evidence of all iterates:
 

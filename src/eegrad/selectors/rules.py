@@ -114,7 +114,10 @@ def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
     y = np.asarray(level, dtype=np.float64)
     x = 2.0 * (y + 1.0)
     for _ in range(iterations):
-        x = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
+        step = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
+        if np.array_equal(step, x, equal_nan=True):  # every entry at its fixed point: done
+            break
+        x = step
     return np.where(y > 0, x, 1.0)
 
 
