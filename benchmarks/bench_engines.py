@@ -35,7 +35,16 @@ import time
 
 import numpy as np
 
-from eegrad import Arms, EEGrad, GaussianOracle, Quadratic, run_sgd
+from eegrad import (
+    Arms,
+    EEGrad,
+    GaussianOracle,
+    MemoryKLLCB,
+    MemoryThompson,
+    Quadratic,
+    ThompsonVariance,
+    run_sgd,
+)
 from eegrad.engines.numba_engine import default_threads
 
 R, K, D = 2000, 5, 2
@@ -132,6 +141,21 @@ def floor_normals(count: int, rng: np.random.Generator) -> None:
         left -= m
 
 
+def floor_normals_threads(count: int, threads: int) -> None:
+    """The floor on ``threads`` threads, each with its own generator (NumPy releases the GIL
+    while filling a buffer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    gens = np.random.default_rng(1).spawn(threads)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda g: floor_normals(count // threads, g), gens))
+
+
+#: The selection rules compared in the second table: (name, constructor).
+RULES = [("EEGrad", EEGrad), ("ThompsonVariance", ThompsonVariance),
+         ("MemoryThompson", MemoryThompson), ("MemoryKLLCB", MemoryKLLCB)]  # fmt: skip
+
+
 MEMORY_SCRIPT = """
 import resource, sys, numpy as np
 from eegrad import Arms, EEGrad, GaussianOracle, Quadratic, run_sgd
@@ -194,6 +218,17 @@ def main() -> None:
         row["naive"] = t / (n * K * T) * 1e9
         row["floor"] = best_of(lambda rr=rr: floor_normals(rr * D, np.random.default_rng(1)),
                                args.repeat) / rr * 1e9  # fmt: skip
+        row["floor_all"] = best_of(lambda rr=rr: floor_normals_threads(rr * D, threads),
+                                   args.repeat) / rr * 1e9  # fmt: skip
+        for name, make in RULES:
+            for eng, th in (("numba", threads), ("numpy", None)):
+                if eng == "numpy" and name != "EEGrad" and T == 3000 and args.repeat > 0:
+                    reps = 1  # the NumPy rules with memory take minutes here: one run
+                else:
+                    reps = args.repeat
+                run = lambda make=make, eng=eng, th=th, o=o, T=T: run_sgd(
+                    o, make(), w0(), K, T, 0.85, rng=1, engine=eng, threads=th)
+                row[f"{name}_{eng}"] = best_of(run, reps) / rr * 1e9
         results.append(row)
         print(f"T={T} done", file=sys.stderr)
     mem = {e: subprocess_float(MEMORY_SCRIPT, e)[0] for e in ("numba", "numpy")}
@@ -224,7 +259,18 @@ def main() -> None:
         "\n(ns per realization-round; the naive loop is timed on "
         f"{args.naive_realizations} realizations and scaled; best of {args.repeat}.)\n"
     )
-    print(f"Peak memory above the baseline at R = 2000, T = 3000: compiled {mem['numba']:.1f} MB,"
+    print("\n| T | rule | compiled, all cores | NumPy engine | compiled ÷ compiled EE-Grad |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        for name, _ in RULES:
+            print(f"| {r['T']} | {name} | {r[name + '_numba']:.1f} | {r[name + '_numpy']:.1f} | "
+                  f"{r[name + '_numba'] / r['EEGrad_numba']:.2f}× |")  # fmt: skip
+    print("\n| T | compiled EE-Grad, all cores | floor: bulk normals on all cores | ratio |")
+    print("|---|---|---|---|")
+    for r in results:
+        print(f"| {r['T']} | {r['numba_all']:.1f} | {r['floor_all']:.1f} | "
+              f"{r['numba_all'] / r['floor_all']:.2f}× |")  # fmt: skip
+    print(f"\nPeak memory above the baseline at R = 2000, T = 3000: compiled {mem['numba']:.1f} MB,"
           f" NumPy {mem['numpy']:.1f} MB.")  # fmt: skip
     print(f"`eegrad reproduce figure1` (defaults, compiled engine, warm cache): {figure1:.2f} s "
           f"(first run: {first:.2f} s).")  # fmt: skip
