@@ -37,6 +37,34 @@ def _kl_ratio(y):  # pragma: no cover - compiled
     return x
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total):  # pragma: no cover - compiled
+    """The oracle: G = ∇F + (√σ_n² √M) z into ``g``, added to ``total[r]``."""
+    d = g.shape[0]
+    for j in range(d):
+        z[j] = gen.standard_normal()
+    for j in range(d):
+        g[j] = grad[r, j] + (scale[arm] * sqrt_m[r, j]) * z[j]
+        total[r, j] += g[j]
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _welford(g, r, arm, count, mean, sq, sq_coord, per_coord):  # pragma: no cover - compiled
+    """Tell the arm's statistics ``g`` (as ArmStatistics.update; with ``per_coord`` also the
+    per-coordinate squared deviations); returns the arm's new count."""
+    cnt = count[r, arm]
+    acc = 0.0
+    for j in range(g.shape[0]):
+        old = mean[r, arm, j]
+        delta = g[j] - old
+        mean[r, arm, j] = old + delta / cnt
+        acc += delta * delta
+        if per_coord:
+            sq_coord[r, arm, j] += delta * delta * ((cnt - 1) / cnt)
+    sq[r, arm] += acc * ((cnt - 1) / cnt)
+    return cnt
+
+
 @nb.njit(nogil=True, cache=True)
 def run_block(
     gen,
@@ -123,24 +151,12 @@ def run_block(
                     if v < best:  # strict: ties keep the smallest n, as np.argmin
                         best = v
                         arm = n
-            # -- the oracle: G = ∇F + (√σ_n² √M) z ------------------------------------------
-            for j in range(d):
-                z[j] = gen.standard_normal()
-            for j in range(d):
-                g[j] = grad[r, j] + (scale[arm] * sqrt_m[r, j]) * z[j]
-                total[r, j] += g[j]
-            # -- tell (Welford, as ArmStatistics.update) -------------------------------------
+            # -- the oracle, then tell (Welford, as ArmStatistics.update) --------------------
+            _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             if not keep_stats:
                 continue
-            cnt = count[r, arm]
-            acc = 0.0
-            for j in range(d):
-                old = mean[r, arm, j]
-                delta = g[j] - old
-                mean[r, arm, j] = old + delta / cnt
-                acc += delta * delta
-            sq[r, arm] += acc * ((cnt - 1) / cnt)
+            cnt = _welford(g, r, arm, count, mean, sq, mean, False)
             if cnt >= 2:
                 V[r, arm] = sq[r, arm] / (cnt - 1)
                 isg[r, arm] = 1.0 / math.sqrt(cnt - 1)
@@ -281,22 +297,9 @@ def run_memory_block(
                     if idx[n] < best:  # strict: ties keep the smallest n, as np.argmin
                         best = idx[n]
                         arm = n
-            for j in range(d):
-                z[j] = gen.standard_normal()
-            for j in range(d):
-                g[j] = grad[r, j] + (scale[arm] * sqrt_m[r, j]) * z[j]
-                total[r, j] += g[j]
+            _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
-            cnt = count[r, arm]
-            acc = 0.0
-            for j in range(d):
-                old = mean[r, arm, j]
-                delta = g[j] - old
-                mean[r, arm, j] = old + delta / cnt
-                acc += delta * delta
-                if not scalar:
-                    sq_coord[r, arm, j] += delta * delta * ((cnt - 1) / cnt)
-            sq_dev[r, arm] += acc * ((cnt - 1) / cnt)
+            _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)
         if ci < ckpts.shape[0] and ckpts[ci] == t:
             ckpt_counts[ci] = count
             ci += 1
