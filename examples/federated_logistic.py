@@ -1,4 +1,8 @@
-"""Federated logistic regression with EE-Grad choosing the number of clients per round.
+"""
+Federated logistic regression
+=============================
+
+Federated logistic regression with EE-Grad choosing the number of clients per round.
 
 Run: ``python examples/federated_logistic.py [OUT_DIR]`` (the same as ``eegrad example
 federated``); needs ``pip install "eegrad[examples]"``. See ``eegrad.examples.federated``

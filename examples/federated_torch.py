@@ -1,4 +1,8 @@
-"""The federated loop in PyTorch: a logistic-regression model trained with EEGradOptimizer.
+"""
+A federated loop in PyTorch
+===========================
+
+The federated loop in PyTorch: a logistic-regression model trained with EEGradOptimizer.
 
 Each round the optimizer asks for a number of clients n; the oracle below returns the loss of
 n random clients' local batches (the batch each client's share of the budget buys), and

@@ -60,7 +60,7 @@ def f(x: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.n
 
         f(x) = \beta P \sqrt{\frac{x d}{c}}\,\max\!\left(1, \sqrt{\frac{x}{c d}}\right)
 
-    Evaluated by :func:`funcf_width` with α = 1, s = √x and g = 1.
+    Evaluated by :func:`funcf_width` with k₁ = √(xd/c), k₂ = √(x/(cd)) and s = g = 1.
 
     Examples
     --------
@@ -68,8 +68,9 @@ def f(x: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.n
     2.0
     """
     x = np.asarray(x, dtype=np.float64)
-    k1, k2 = np.sqrt(d / np.asarray(c, dtype=np.float64)), np.sqrt(1.0 / (np.asarray(c) * d))
-    return np.asarray(funcf_width(beta, P, k1, k2, np.sqrt(x), 1.0), dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    return np.asarray(funcf_width(beta, P, np.sqrt(x * d / c), np.sqrt(x / (c * d)), 1.0, 1.0),
+                      dtype=np.float64)  # fmt: skip
 
 
 def phi(eps: ArrayLike, beta: ArrayLike, P: ArrayLike, c: ArrayLike, d: int) -> np.ndarray:
