@@ -1,17 +1,21 @@
-"""The README's Python examples run as written."""
+"""The Python examples of the README and of the user guide (docs/guide) run as written."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+BLOCKS = [(f"{page.relative_to(ROOT)} block {i}", code) for page in PAGES
+          for i, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"),
+                                              re.DOTALL))]  # fmt: skip
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_python_blocks_run(index, capsys):
-    exec(compile(BLOCKS[index], f"README block {index}", "exec"), {})  # noqa: S102 - our README
+@pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[w for w, _ in BLOCKS])
+def test_python_blocks_run(where, code, capsys):
+    exec(compile(code, where, "exec"), {})  # noqa: S102 - our own documentation
     assert capsys.readouterr().out  # every example prints what it computes
 
 
