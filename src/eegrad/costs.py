@@ -106,9 +106,11 @@ class PowerCost(CostFidelity):
         check_real(self.p, "p", "PowerCost", gt=0)
 
     def cost(self, theta: np.ndarray) -> np.ndarray:
+        """C(θ) = c_min + a θ^p, elementwise."""
         return self.c_min + self.a * np.asarray(theta, dtype=np.float64) ** self.p
 
     def inverse(self, spend: np.ndarray) -> np.ndarray:
+        """θ = ((spend − c_min)/a)^(1/p): the fidelity a spend buys (spend > c_min)."""
         spend = np.asarray(spend, dtype=np.float64)
         if not np.all(spend > self.c_min):
             raise fail("spend", "PowerCost.inverse", f"> c_min = {self.c_min:g}", spend)
@@ -142,10 +144,12 @@ class CallableCost(CostFidelity):
         )
 
     def cost(self, theta: np.ndarray) -> np.ndarray:
+        """C(θ) by the user's function, elementwise."""
         theta = np.asarray(theta, dtype=np.float64)
         return np.asarray(np.vectorize(self.func, otypes=[float])(theta), dtype=np.float64)
 
     def inverse(self, spend: np.ndarray) -> np.ndarray:
+        """θ = C⁻¹(spend): the user's inverse if given, else the base class's bracketing search."""
         if self._inverse is None:
             return super().inverse(spend)
         spend = np.asarray(spend, dtype=np.float64)
@@ -176,6 +180,7 @@ class LinearAggregation(AggregationCost):
         check_real(self.b, "b", "LinearAggregation", ge=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
+        """D(n) = b (n − 1)."""
         return self.b * (np.asarray(n, dtype=np.float64) - 1.0)
 
 
@@ -189,6 +194,7 @@ class LogAggregation(AggregationCost):
         check_real(self.b, "b", "LogAggregation", ge=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
+        """D(n) = b ln n."""
         return self.b * np.log(np.asarray(n, dtype=np.float64))
 
 
@@ -204,6 +210,7 @@ class PowerAggregation(AggregationCost):
         check_real(self.q, "q", "PowerAggregation", gt=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
+        """D(n) = b (n^q − 1)."""
         return self.b * (np.asarray(n, dtype=np.float64) ** self.q - 1.0)
 
 
@@ -215,6 +222,7 @@ class CallableAggregation(AggregationCost):
         self.func = check_callable(func, "func", "CallableAggregation")
 
     def cost(self, n: np.ndarray) -> np.ndarray:
+        """D(n) by the user's function, elementwise."""
         n = np.asarray(n, dtype=np.float64)
         return np.asarray(np.vectorize(self.func, otypes=[float])(n), dtype=np.float64)
 

@@ -64,6 +64,7 @@ def method_id(name: str) -> int:
 
 
 def build_objective(cfg: ExperimentConfig) -> Objective:
+    """The objective F a configuration names (``[objective]``)."""
     o = cfg.objective
     if o.kind == "quadratic":
         if o.d < 1:
@@ -94,6 +95,7 @@ def build_arms(cfg: ExperimentConfig, T: int) -> Arms:
 
 
 def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
+    """The mini-batch oracle of a configuration at T: its objective, arms and noise."""
     return MiniBatchOracle(build_objective(cfg), build_arms(cfg, T), noise=cfg.noise)
 
 
@@ -129,12 +131,14 @@ def rule_name(sel: SelectorConfig) -> str:
 
 
 def mean_se(x: np.ndarray) -> tuple[float, float]:
+    """Mean over realizations (axis 0) and its standard error (NaN for one realization)."""
     n = x.shape[0]
     se = float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
     return float(x.mean()), se
 
 
 def c_values(cfg: ExperimentConfig) -> list[float]:
+    """The values of EE-Grad's c a theorem study compares: ``c_values``, else the selector's c."""
     return list(cfg.c_values) or [cfg.selector.value("c")]
 
 
@@ -154,6 +158,7 @@ def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
 
 
 def initial_iterates(cfg: ExperimentConfig, d: int, *key: int) -> np.ndarray:
+    """w₁ ~ N(0, init_scale² I) of every realization, from the configuration's stream ``key``."""
     return cfg.init_scale * config_stream(cfg, *key).standard_normal((cfg.realizations, d))
 
 
@@ -165,6 +170,7 @@ def eegrad_constants(sel: SelectorConfig, arms: Arms, S: Any) -> tuple[Any, Any]
 
 
 def rules_list(cfg: ExperimentConfig) -> list[SelectorConfig]:
+    """The rules a comparison study runs: the selector first, then ``[[rules]]``."""
     return [cfg.selector, *cfg.rules]
 
 

@@ -260,6 +260,7 @@ class GradientEstimator:
 
     @property
     def counts(self) -> np.ndarray:
+        """Pulls of each arm in the current estimate, shape (N,)."""
         return self.selector.counts[0].copy()
 
     def variance_trace(self) -> np.ndarray:

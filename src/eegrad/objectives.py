@@ -76,13 +76,16 @@ class Quadratic(Objective):
         self.w_star = np.zeros(self.d)
 
     def value(self, w: np.ndarray) -> np.ndarray:
+        """F(w) = ½‖w‖² of each row, shape (R,)."""
         return 0.5 * np.einsum("rd,rd->r", w, w)
 
     def grad(self, w: np.ndarray) -> np.ndarray:
+        """∇F(w) = w, shape (R, d)."""
         return np.array(w, dtype=np.float64, copy=True)
 
     @property
     def f_star(self) -> float:
+        """F* = 0."""
         return 0.0
 
     def __repr__(self) -> str:
@@ -118,14 +121,17 @@ class QuadraticForm(Objective):
         self.L = float(eig[-1])
 
     def value(self, w: np.ndarray) -> np.ndarray:
+        """F(w) = ½ (w − w*)ᵀH(w − w*) of each row, shape (R,)."""
         z = w - self.w_star
         return 0.5 * np.einsum("rd,de,re->r", z, self.H, z)
 
     def grad(self, w: np.ndarray) -> np.ndarray:
+        """∇F(w) = H(w − w*), shape (R, d)."""
         return (w - self.w_star) @ self.H
 
     @property
     def f_star(self) -> float:
+        """F* = 0, at w*."""
         return 0.0
 
 
@@ -146,14 +152,17 @@ class LeastSquares(Objective):
         self.w_star = np.linalg.lstsq(X, y, rcond=None)[0]
 
     def value(self, w: np.ndarray) -> np.ndarray:
+        """F(w) = ‖Xw − y‖² / (2 n_samples) of each row, shape (R,)."""
         r = w @ self.X.T - self.y
         return 0.5 * np.einsum("rn,rn->r", r, r) / self.n_samples
 
     def grad(self, w: np.ndarray) -> np.ndarray:
+        """∇F(w) = Xᵀ(Xw − y) / n_samples, shape (R, d)."""
         return (w @ self.X.T - self.y) @ self.X / self.n_samples
 
     @property
     def f_star(self) -> float:
+        """F* = F(w*) at the least-squares solution w*."""
         return float(self.value(self.w_star[None])[0])
 
 
@@ -191,11 +200,13 @@ class LogisticRegression(Objective):
         self.L = float(np.linalg.eigvalsh(X.T @ X)[-1]) / (4 * self.n_samples) + self.lam
 
     def value(self, w: np.ndarray) -> np.ndarray:
+        """Mean logistic loss + λ‖w‖²/2 of each row, shape (R,)."""
         margin = self.y * (w @ self.X.T)
         loss = np.logaddexp(0.0, -margin).mean(axis=1)
         return loss + 0.5 * self.lam * np.einsum("rd,rd->r", w, w)
 
     def grad(self, w: np.ndarray) -> np.ndarray:
+        """∇F(w), shape (R, d)."""
         from scipy.special import expit
 
         margin = self.y * (w @ self.X.T)
@@ -204,6 +215,7 @@ class LogisticRegression(Objective):
 
     @cached_property
     def w_star(self) -> np.ndarray:
+        """The minimiser w*, by L-BFGS (computed once)."""
         from scipy.optimize import minimize
 
         res = minimize(
@@ -219,4 +231,5 @@ class LogisticRegression(Objective):
 
     @property
     def f_star(self) -> float:
+        """F* = F(w*)."""
         return float(self.value(self.w_star[None])[0])

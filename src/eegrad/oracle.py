@@ -184,6 +184,7 @@ class MiniBatchOracle:
 
     @property
     def d(self) -> int:
+        """Dimension d of the gradients."""
         return self.objective.d
 
     def noise_diag(self, w: np.ndarray, grad: np.ndarray) -> np.ndarray:
@@ -266,4 +267,5 @@ class CallableOracle:
         self.d = int(d)
 
     def at(self, w: np.ndarray) -> _CallableAtIterate:
+        """The oracle at iterates w (R, d), whose draws call the user's function."""
         return _CallableAtIterate(self, w)

@@ -77,6 +77,7 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as indented, key-sorted JSON, atomically (arrays as lists)."""
     text = json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -80,20 +80,28 @@ class LocalGrid(Grid):
             TaskIdentity.node_id = SUPERLINK_NODE_ID
 
     def set_run(self, run: Any) -> None:
+        """Remember the run Flower's server runtime sets (Grid API)."""
         self._run = run
 
     @property
     def run(self) -> Any:
+        """The run set by :meth:`set_run` (Grid API)."""
         return self._run
 
     def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
                        group_id: str, ttl: float | None = None) -> Message:  # fmt: skip
+        """A message to node ``dst_node_id`` (Grid API)."""
         return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> Iterable[int]:
+        """The nodes' ids, 64-bit unsigned as Flower's (Grid API)."""
         return list(self.node_ids)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        """Deliver each message to its node's ClientApp now, in order; returns their ids (Grid
+        API). A node that raises gives an error reply, as in Flower; one that ``fail`` drops
+        gives none.
+        """
         ids = []
         for msg in messages:
             self._count += 1
@@ -115,8 +123,10 @@ class LocalGrid(Grid):
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        """The replies to the given message ids that have arrived (Grid API)."""
         return [self._replies.pop(m) for m in message_ids if m in self._replies]
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:  # fmt: skip
+        """Push the messages and pull their replies (Grid API; delivery is synchronous here)."""
         return self.pull_messages(self.push_messages(messages))

@@ -198,6 +198,8 @@ class EEGradStrategy(Strategy):
         self.estimator = GradientEstimator(sel, self.N, T=self.T, dim=dim, rng=self._selector_rng)
 
     def summary(self) -> None:
+        """Log the strategy's settings (budget, c_min, D, steps, rule) at the start (Strategy API).
+        """
         log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
             self.budget, self.c_min, self.aggregation)  # fmt: skip
         log(INFO, "\t├──> Steps: %s (T = %d), server lr %g", self.steps, self.T, self.server_lr)
@@ -207,6 +209,9 @@ class EEGradStrategy(Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Ask the selector for n, sample n nodes and send each the model and its share (B −
+        D(n))/n of the round's budget (Strategy API).
+        """
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
             time.sleep(1.0)
@@ -273,6 +278,9 @@ class EEGradStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Check the replies (shape, finiteness; failures dropped and recorded), tell the selector
+        the parts, step every round or after T rounds, and record the round (Strategy API).
+        """
         rnd = self._round
         if rnd is None or rnd["server_round"] != server_round:
             raise InvalidParameterError(
@@ -335,6 +343,9 @@ class EEGradStrategy(Strategy):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Sample ``fraction_evaluate`` of the nodes for federated evaluation (Strategy API; none
+        by default).
+        """
         if self.fraction_evaluate == 0.0:
             return []
         nodes = sorted(int(i) for i in grid.get_node_ids())
@@ -349,5 +360,6 @@ class EEGradStrategy(Strategy):
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
+        """The weighted mean of the evaluation replies' metrics (Strategy API)."""
         good = [m.content for m in replies if not m.has_error()]
         return aggregate_metricrecords(good, self.weighted_by_key) if good else None

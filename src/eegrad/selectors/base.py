@@ -315,6 +315,7 @@ class IndexSelector(Selector):
     all realizations and arms at once (shape (R, N))."""
 
     def min_rounds(self, N: int) -> int:
+        """2N: every arm is pulled twice first (Algorithm 1)."""
         return 2 * N
 
     def _select(self, t: int) -> np.ndarray:

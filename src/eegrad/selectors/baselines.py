@@ -30,17 +30,20 @@ class FixedArm(Selector):
         self.n = check_integer(n, "n", "FixedArm", ge=1)
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
+        """As :meth:`Selector.init`; n must be an arm (n <= N)."""
         if self.n > N:
             raise fail("n", "FixedArm", f"a mini-batch size in 1..N = 1..{N}", self.n)
         super().init(R, N, d, truth, streams)
 
     def get_params(self) -> dict[str, Any]:
+        """``{'n': n}``."""
         return {"n": self.n}
 
     def _select(self, t: int) -> np.ndarray:
         return np.full(self._shape[0], self.n - 1, dtype=np.int64)
 
     def oblivious_counts(self, T: int) -> np.ndarray:
+        """All T pulls on arm n."""
         counts = np.zeros(self._shape[1], dtype=np.int64)
         counts[self.n - 1] = T
         return counts
@@ -61,6 +64,7 @@ class OptimalArm(Selector):
         return np.full(self._shape[0], n_star, dtype=np.int64)
 
     def oblivious_counts(self, T: int) -> np.ndarray:
+        """All T pulls on n* = argmin σ_n²."""
         counts = np.zeros(self._shape[1], dtype=np.int64)
         counts[int(np.argmin(self.truth.sigma2))] = T
         return counts
@@ -76,6 +80,7 @@ class RoundRobin(Selector):
         return np.full(self._shape[0], (t - 1) % self._shape[1], dtype=np.int64)
 
     def oblivious_counts(self, T: int) -> np.ndarray:
+        """T split as evenly as rounds allow, the first arms first."""
         N = self._shape[1]
         return T // N + (np.arange(N) < T % N).astype(np.int64)
 
@@ -85,4 +90,5 @@ class Greedy(IndexSelector):
     """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
 
     def index(self, t: int) -> np.ndarray:
+        """V_t(n) of every arm, no confidence term, shape (R, N)."""
         return self.stats.variance_trace()

@@ -78,6 +78,7 @@ class EEGrad(IndexSelector):
         self.needs_truth = ORACLE in (self.beta, self.P)
 
     def get_params(self) -> dict[str, Any]:
+        """``alpha``, ``beta``, ``P``, ``c``."""
         return {"alpha": self.alpha, "beta": self.beta, "P": self.P, "c": self.c}
 
     def _truth_error(self) -> InvalidParameterError:

@@ -144,16 +144,20 @@ class MemoryRule(Selector):
         self.window = None if window is None else check_integer(window, "window", owner, ge=1)
 
     def get_params(self) -> dict[str, Any]:
+        """``shape``, ``discount``, ``window``."""
         return {"shape": self.shape, "discount": self.discount, "window": self.window}
 
     def min_rounds(self, N: int) -> int:
+        """2N: the first iterate pulls every arm twice."""
         return 2 * N
 
     def tell_needs(self) -> str:
+        """'gram' in the scalar shape (d > 16 with 'auto'), else 'full'."""
         return "gram" if self.scalar else "full"
 
     # -- lifecycle -----------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
+        """Start a run: no evidence yet (see :meth:`Selector.init`)."""
         super().init(R, N, d, truth, streams)
         self.scalar = self.shape == "scalar" or (self.shape == "auto" and d > _SCALAR_ABOVE)
         self.stats = ArmStatistics(R, N, d, per_coordinate=not self.scalar)
@@ -187,6 +191,7 @@ class MemoryRule(Selector):
         self._cur_gram[self._rows, :, arms] = gram_row
 
     def next_iterate(self, truth: Truth | None = None, streams: Any = None) -> None:
+        """A new iterate: the current one joins the past (discounted), which is refitted."""
         if self._shape is None:
             super().next_iterate(truth, streams)  # raises the protocol error
         R, N, d = self._shape
@@ -302,6 +307,7 @@ class MemoryRule(Selector):
         return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        """The rule's index of every arm from the fit, shape (R, N); the smallest is pulled."""
         raise NotImplementedError
 
 
@@ -361,6 +367,7 @@ class MemoryKLLCB(MemoryRule):
                                                                   "MemoryKLLCB", ge=1)  # fmt: skip
 
     def get_params(self) -> dict[str, Any]:
+        """``loglog``, ``shape``, ``discount``, ``window``, ``horizon``."""
         return {"loglog": self.loglog, **super().get_params(), "horizon": self.horizon}
 
     def _level(self, t: int) -> float | np.ndarray:
@@ -372,6 +379,7 @@ class MemoryKLLCB(MemoryRule):
         return np.log(np.maximum(max(self.horizon - t + 1, 0) / (N * pulls), 1.0))
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
+        """As :meth:`MemoryRule.init`; the horizon warning is reset."""
         super().init(R, N, d, truth, streams)
         self._warned = False
 
@@ -384,6 +392,7 @@ class MemoryKLLCB(MemoryRule):
                           stacklevel=stacklevel)  # fmt: skip
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        """σ̂_n² / x_n, the kl-LCB of each arm's σ² (the class's formula)."""
         level = self._level(t)
         with np.errstate(divide="ignore"):
             x = kl_lcb_ratio(np.where(nu > 0, 2.0 * level / nu, np.inf))
@@ -417,9 +426,11 @@ class MemoryThompson(MemoryRule):
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
+        """``shape``, ``discount``, ``window``, ``seed``."""
         return {**super().get_params(), "seed": self.seed}
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        """A posterior draw of each arm's σ² (the class's formula)."""
         shape = np.maximum(nu, 1e-12) / 2.0
         if self.streams is None:
             g = self._own_rng.standard_gamma(shape)

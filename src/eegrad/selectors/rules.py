@@ -45,6 +45,7 @@ class _ScaleRule(IndexSelector):
         self.dims = _dims(dims, type(self).__name__)
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
+        """As :meth:`Selector.init`; a numeric ``dims`` must be at most d."""
         if self.dims != "d" and self.dims > d:
             raise fail("dims", type(self).__name__, f"'d' or a float in [1, d = {d}]", self.dims)
         super().init(R, N, d, truth, streams)
@@ -86,9 +87,11 @@ class ChiSquareLCB(_ScaleRule):
         self.exponent = check_real(exponent, "exponent", "ChiSquareLCB", gt=0)
 
     def get_params(self) -> dict[str, Any]:
+        """``exponent``, ``dims``."""
         return {"exponent": self.exponent, "dims": self.dims}
 
     def index(self, t: int) -> np.ndarray:
+        """ν V_t(n) / q_ν(1 − t^(−e)) of every arm, shape (R, N)."""
         from scipy.special import chdtri
 
         nu, V = self._nu_and_V()
@@ -151,12 +154,15 @@ class KLLCB(_ScaleRule):
         self.loglog = check_real(loglog, "loglog", "KLLCB", ge=0)
 
     def get_params(self) -> dict[str, Any]:
+        """``loglog``, ``dims``."""
         return {"loglog": self.loglog, "dims": self.dims}
 
     def threshold(self, t: int) -> float:
+        """The level ln t + loglog · ln ln t at round t."""
         return kl_threshold(t, self.loglog)
 
     def index(self, t: int) -> np.ndarray:
+        """The kl-LCB V / x of every arm, shape (R, N)."""
         nu, V = self._nu_and_V()
         x = kl_lcb_ratio(2.0 * self.threshold(t) / nu)
         return V / x
@@ -189,9 +195,11 @@ class ThompsonVariance(_ScaleRule):
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
+        """``dims``, ``seed``."""
         return {"dims": self.dims, "seed": self.seed}
 
     def index(self, t: int) -> np.ndarray:
+        """A posterior draw ν V / (2g) of every arm's scale, shape (R, N)."""
         nu, V = self._nu_and_V()
         shape = nu / 2.0
         if self.streams is None:

@@ -112,12 +112,14 @@ class SpreadThompson(Selector):
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
+        """``discount``, ``population``, ``spend``, ``seed``."""
         spend = None if self.spend is None else self.spend.tolist()
         return {"discount": self.discount, "population": self.population, "spend": spend,
                 "seed": self.seed}  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
+        """Start a run: no evidence yet; checks population >= N and one spend per arm."""
         owner = "SpreadThompson"
         if self.population is not None and N > self.population:
             raise fail("population", owner, f">= N = {N} (the most clients an arm asks)",
@@ -158,6 +160,7 @@ class SpreadThompson(Selector):
 
     # -- tell --------------------------------------------------------------------------------------
     def tell(self, arms: np.ndarray, gradients: np.ndarray) -> None:
+        """Refused: this rule learns from the parts of a pull (:meth:`tell_parts`)."""
         raise ProtocolError(
             f"{self!r} learns from the parts of each pull: call tell_parts(arms, parts, weights) "
             "with the n updates and their samples, not tell() with their mean."
