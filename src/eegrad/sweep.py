@@ -75,10 +75,12 @@ class Sweep:
     source: str = "the sweep"
 
     def resolved(self) -> dict[str, Any]:
+        """The sweep as plain data: name, seed, realizations, chunk, base and axes."""
         return {"name": self.name, "seed": self.seed, "realizations": self.realizations,
                 "chunk": self.chunk, "base": self.base, "axes": self.axes}  # fmt: skip
 
     def digest(self) -> str:
+        """SHA-256 of :meth:`resolved`: what a resumed sweep's manifest must match."""
         text = json.dumps(self.resolved(), sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

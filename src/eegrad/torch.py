@@ -141,4 +141,5 @@ class EEGradOptimizer:
         return mean
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the parameters' gradients, as the wrapped optimizer's ``zero_grad``."""
         self.optimizer.zero_grad(set_to_none=set_to_none)

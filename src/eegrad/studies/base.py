@@ -76,6 +76,10 @@ def ratio_se(a: float, sa: float, b: float, sb: float) -> tuple[float, float]:
     return r, abs(r) * float(np.hypot(sa / a, sb / b))
 
 
+def no_derived_facts(study: Study) -> None:
+    """The default ``derive`` of a study: its figure and paragraph need only its tables."""
+
+
 @dataclass(frozen=True)
 class StudyKind:
     """A registered study (see the module's notes).
@@ -113,7 +117,7 @@ class StudyKind:
     work: Callable[[ExperimentConfig], int]
     plot: Callable[[Study], Any]
     section: Callable[[Study, str], Section]
-    derive: Callable[[Study], None] = lambda study: None
+    derive: Callable[[Study], None] = no_derived_facts
     merge: MergeSpec | None = None
     check: Callable[[ExperimentConfig, str], None] = check_arms_table
 
