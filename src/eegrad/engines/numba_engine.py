@@ -10,27 +10,10 @@ import numpy as np
 
 from .._random import RealizationStreams
 from ..oracle import IterateOracle
-from ..selectors import (
-    KLLCB,
-    EEGrad,
-    FixedArm,
-    Greedy,
-    MemoryRule,
-    MemoryThompson,
-    OptimalArm,
-    ThompsonVariance,
-    all_rules,
-)
-from ..selectors.base import Selector
+from ..selectors.base import KernelSpec, Selector, has_kernel
 
 __all__ = ["run_rounds", "unsupported_reason"]
 
-
-
-def compiled_rules() -> tuple[type, ...]:
-    """Selector classes the kernels implement: the registry's ``compiled`` rules (exact types:
-    a subclass may change the rule)."""
-    return tuple(info.cls for info in all_rules() if info.compiled)
 
 
 def unsupported_reason(at: Any, selector: Selector) -> str | None:
@@ -40,33 +23,9 @@ def unsupported_reason(at: Any, selector: Selector) -> str | None:
     noise = at.oracle.noise
     if not (noise.direct and noise.kind == "normal"):
         return f"noise family {noise.name!r} (only Gaussian, drawn directly)"
-    if type(selector) not in compiled_rules():
+    if not has_kernel(type(selector)):
         return f"selector {type(selector).__name__}"
     return None
-
-
-def _rule(selector: Selector, truth: Any, R: int) -> tuple[int, np.ndarray, np.ndarray, bool]:
-    from . import numba_kernels as k
-
-    P = np.zeros(R)
-    if type(selector) is EEGrad:
-        beta, P_in = selector.constants()
-        P = np.full(R, P_in) if np.ndim(P_in) == 0 else np.asarray(P_in, dtype=float).reshape(R)
-        k1, k2, _ = selector.factors(1)
-        return k.EEGRAD, np.array([beta, k1, k2]), P, True
-    if type(selector) is Greedy:
-        return k.GREEDY, np.zeros(1), P, True
-    if type(selector) in (KLLCB, ThompsonVariance):
-        d = selector.sizes[2]
-        per_pull = float(d if selector.dims == "d" else selector.dims)
-        if type(selector) is KLLCB:
-            return k.KL_LCB, np.array([selector.loglog, per_pull]), P, True
-        return k.THOMPSON, np.array([per_pull]), P, True
-    if type(selector) is FixedArm:
-        return k.FIXED, np.array([selector.n - 1.0]), P, False
-    if type(selector) is OptimalArm:
-        return k.OPTIMAL, np.array([float(np.argmin(truth.sigma2))]), P, False
-    return k.ROUND_ROBIN, np.zeros(1), P, False
 
 
 def default_threads() -> int:
@@ -96,13 +55,16 @@ def run_rounds(
     """Run T rounds for all blocks; returns Σ_t G_t of shape (R, d) and the counts after each
     round in ``checkpoints`` (shape (k, R, N)), and leaves the selector's counts and
     statistics as the NumPy engine would."""
-    from .numba_kernels import run_block
+    from . import numba_kernels as k
 
-    if isinstance(selector, MemoryRule):
-        return _run_memory_rounds(at, selector, T, streams, threads, checkpoints)
+    spec = selector.kernel_spec(T)
+    if spec.kernel == "memory":
+        return _run_memory_rounds(at, selector, spec, T, streams, threads, checkpoints)
     R, d = at.grad.shape
     N = at.arms.N
-    rule, params, P, keep = _rule(selector, selector.truth, R)
+    rule, params = k.RULE_CODES[spec.rule], np.array(spec.params or (0.0,), dtype=np.float64)
+    P = np.zeros(R) if spec.P is None else spec.P
+    keep = spec.keep_stats
     scale = np.sqrt(at.arms.sigma2)
     total = np.zeros((R, d))
     count = np.zeros((R, N), dtype=np.int64)
@@ -112,13 +74,12 @@ def run_rounds(
     sqrt_m = np.ascontiguousarray(at.sqrt_m)
     ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
     ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
-    uses_sgen = type(selector) is ThompsonVariance
-    sgens = streams.selector_generators if uses_sgen else streams.generators
+    sgens = streams.selector_generators if spec.selector_stream else streams.generators
 
     def job(b: int) -> None:
         sl = streams.slices[b]
         block_ckpts = np.ascontiguousarray(ckpt_counts[:, sl])
-        run_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule, params,
+        k.run_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule, params,
                   P[sl], T, total[sl], count[sl], mean[sl], sq[sl], keep, ckpts,
                   block_ckpts)  # fmt: skip
         ckpt_counts[:, sl] = block_ckpts
@@ -142,7 +103,7 @@ def _run_blocks(job: Any, n_blocks: int, threads: int | None) -> None:
             f.result()
 
 
-def _run_memory_rounds(at: IterateOracle, selector: MemoryRule, T: int,
+def _run_memory_rounds(at: IterateOracle, selector: Selector, spec: KernelSpec, T: int,
                        streams: RealizationStreams, threads: int | None,
                        checkpoints: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The rules with memory: the round's refit and index compiled per realization
@@ -152,14 +113,10 @@ def _run_memory_rounds(at: IterateOracle, selector: MemoryRule, T: int,
 
     R, d = at.grad.shape
     N = at.arms.N
-    state = selector.compiled_state()
+    state = spec.state
     scalar = state["scalar"]
-    thompson = isinstance(selector, MemoryThompson)
-    rule = k.MEMORY_THOMPSON if thompson else k.MEMORY_KL_LCB
-    loglog = 0.0 if thompson else selector.loglog
-    horizon = -1 if thompson or selector.horizon is None else int(selector.horizon)
-    if horizon >= 0:
-        selector.check_horizon(state["rounds_before"] + T, stacklevel=5)
+    rule = k.MEMORY_CODES[spec.rule]
+    loglog, horizon = float(spec.params[0]), int(spec.params[1])
     s2 = np.ascontiguousarray(state["sigma2"])
     cache = [np.ascontiguousarray(state[key]) for key in ("cache_num", "cache_dof", "cache_pulls")]
     scale = np.sqrt(at.arms.sigma2)
@@ -172,7 +129,7 @@ def _run_memory_rounds(at: IterateOracle, selector: MemoryRule, T: int,
     sqrt_m = np.ascontiguousarray(at.sqrt_m)
     ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
     ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
-    sgens = streams.selector_generators if thompson else streams.generators
+    sgens = streams.selector_generators if spec.selector_stream else streams.generators
 
     def job(b: int) -> None:
         sl = streams.slices[b]

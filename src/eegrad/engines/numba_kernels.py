@@ -19,8 +19,10 @@ from ..theory import funcf_width
 #: Eq. (funcf), compiled from its one definition.
 _funcf_width = nb.njit(nogil=True, cache=True)(funcf_width)
 
-# Rule codes (see eegrad.engines.numba_engine).
+# Rule codes of run_block, and the names a rule's KernelSpec gives them.
 EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON = 0, 1, 2, 3, 4, 5, 6
+RULE_CODES = {"eegrad": EEGRAD, "greedy": GREEDY, "fixed": FIXED, "optimal": OPTIMAL,
+              "round_robin": ROUND_ROBIN, "kl_lcb": KL_LCB, "thompson": THOMPSON}  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True)
@@ -165,8 +167,9 @@ def run_block(
             ci += 1
 
 
-# Rules with memory (see eegrad.selectors.memory).
+# Rules with memory (see eegrad.selectors.memory): codes of run_memory_block.
 MEMORY_THOMPSON, MEMORY_KL_LCB = 0, 1
+MEMORY_CODES = {"memory_thompson": MEMORY_THOMPSON, "memory_kl_lcb": MEMORY_KL_LCB}
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy

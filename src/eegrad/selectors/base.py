@@ -14,6 +14,7 @@ Protocol, per T-round estimate::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..oracle import Truth
 from ..spread import check_weights, pair_sum, weighted_mean
 from ..statistics import ArmStatistics
 
-__all__ = ["IndexSelector", "ProtocolError", "Selector"]
+__all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel"]
 
 
 def _per_realization(value: Any, name: str, owner: str, R: int) -> np.ndarray:
@@ -32,6 +33,46 @@ def _per_realization(value: Any, name: str, owner: str, R: int) -> np.ndarray:
     if x.shape != (R,) or not np.all(np.isfinite(x)) or np.any(x < 0):
         raise fail(name, owner, f"finite and >= 0, of shape ({R},)", x)
     return x
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """How the compiled engine runs a rule (:mod:`eegrad.engines.numba_kernels`): a rule with a
+    compiled index returns one from :meth:`Selector.kernel_spec`, so the engine needs no edit
+    per rule.
+
+    Attributes
+    ----------
+    kernel : {"index", "memory"}
+        ``"index"``: the per-iterate kernel (``run_block``); ``"memory"``: the kernel of the rules
+        with memory (``run_memory_block``).
+    rule : str
+        The rule's name among that kernel's indices (``numba_kernels.RULE_CODES``).
+    params : tuple of float
+        The rule's numbers, in the kernel's order for that rule.
+    P : ndarray of shape (R,), optional
+        A per-realization number (EE-Grad's P).
+    keep_stats : bool
+        Whether the kernel must keep the arms' means and squared deviations.
+    selector_stream : bool
+        Whether the rule draws from the blocks' selector streams (posterior sampling).
+    state : dict, optional
+        The fit a rule with memory carries into the iterate (``MemoryRule.compiled_state``).
+    """
+
+    kernel: str
+    rule: str
+    params: tuple[float, ...] = ()
+    P: np.ndarray | None = None
+    keep_stats: bool = True
+    selector_stream: bool = False
+    state: dict[str, Any] | None = None
+
+
+def has_kernel(cls: type) -> bool:
+    """Whether the compiled engine runs this very class: it defines :meth:`Selector.kernel_spec`
+    itself (a subclass that inherits it may change the rule, so it runs on NumPy)."""
+    return "kernel_spec" in cls.__dict__
 
 
 class ProtocolError(InvalidParameterError):
@@ -119,6 +160,11 @@ class Selector:
         For such a rule and Gaussian noise the T-round mean is itself Gaussian with covariance
         (Σ_n γ_n σ_n² / T²) M(w), so the simulator draws it at once (exact in distribution).
         """
+        return None
+
+    def kernel_spec(self, rounds: int) -> KernelSpec | None:
+        """How the compiled engine runs the next ``rounds`` rounds of this rule (after
+        :meth:`init` or :meth:`next_iterate`), or None: it has no compiled index."""
         return None
 
     # -- ask/tell ------------------------------------------------------------------------------

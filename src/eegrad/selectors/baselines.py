@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_integer, fail
-from .base import IndexSelector, Selector
+from .base import IndexSelector, KernelSpec, Selector
 from .registry import register_rule
 
 __all__ = ["FixedArm", "Greedy", "OptimalArm", "RoundRobin"]
 
 
-@register_rule("fixed", label="MBO(n)", compiled=True, example={"n": 1})
+@register_rule("fixed", label="MBO(n)", example={"n": 1})
 class FixedArm(Selector):
     """Always the mini-batch oracle MBO(n) (n is the paper's mini-batch size, 1-based).
 
@@ -39,6 +39,10 @@ class FixedArm(Selector):
         """``{'n': n}``."""
         return {"n": self.n}
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled rule: arm n − 1 every round."""
+        return KernelSpec("index", "fixed", (self.n - 1.0,), keep_stats=False)
+
     def _select(self, t: int) -> np.ndarray:
         return np.full(self._shape[0], self.n - 1, dtype=np.int64)
 
@@ -49,7 +53,7 @@ class FixedArm(Selector):
         return counts
 
 
-@register_rule("optimal", label="optimal oracle", compiled=True)
+@register_rule("optimal", label="optimal oracle")
 class OptimalArm(Selector):
     """The optimal mini-batch oracle MBO(n*), n* = argmin σ_n² (Theorem 1's comparator).
 
@@ -63,6 +67,11 @@ class OptimalArm(Selector):
         n_star = int(np.argmin(self.truth.sigma2))
         return np.full(self._shape[0], n_star, dtype=np.int64)
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled rule: arm n* every round."""
+        return KernelSpec("index", "optimal", (float(np.argmin(self.truth.sigma2)),),
+                          keep_stats=False)  # fmt: skip
+
     def oblivious_counts(self, T: int) -> np.ndarray:
         """All T pulls on n* = argmin σ_n²."""
         counts = np.zeros(self._shape[1], dtype=np.int64)
@@ -70,7 +79,7 @@ class OptimalArm(Selector):
         return counts
 
 
-@register_rule("round_robin", label="round-robin", compiled=True)
+@register_rule("round_robin", label="round-robin")
 class RoundRobin(Selector):
     """Arms 1..N in turn, whatever was observed (pure exploration)."""
 
@@ -79,15 +88,23 @@ class RoundRobin(Selector):
     def _select(self, t: int) -> np.ndarray:
         return np.full(self._shape[0], (t - 1) % self._shape[1], dtype=np.int64)
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled rule: arms 1..N in turn."""
+        return KernelSpec("index", "round_robin", keep_stats=False)
+
     def oblivious_counts(self, T: int) -> np.ndarray:
         """T split as evenly as rounds allow, the first arms first."""
         N = self._shape[1]
         return T // N + (np.arange(N) < T % N).astype(np.int64)
 
 
-@register_rule("greedy", label="greedy", compiled=True)
+@register_rule("greedy", label="greedy")
 class Greedy(IndexSelector):
     """Each arm twice, then the arm of smallest V_t(n) (no confidence term)."""
+
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled index: V_t(n)."""
+        return KernelSpec("index", "greedy")
 
     def index(self, t: int) -> np.ndarray:
         """V_t(n) of every arm, no confidence term, shape (R, N)."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError, check_real
 from ..theory import funcf_factors, funcf_width
-from .base import IndexSelector
+from .base import IndexSelector, KernelSpec
 from .registry import register_rule
 
 __all__ = ["EEGrad"]
@@ -28,7 +28,7 @@ def _constant(value: Any, name: str) -> float | str:
     return check_real(value, name, "EEGrad", gt=0, ref="eq. funcf")
 
 
-@register_rule("eegrad", label="EE-Grad", compiled=True, example={"beta": 50.0, "P": 1.0})
+@register_rule("eegrad", label="EE-Grad", example={"beta": 50.0, "P": 1.0})
 class EEGrad(IndexSelector):
     r"""The paper's rule (Algorithm 1): each arm twice in rounds 1..2N (n = 1..N, 1..N), then
 
@@ -108,6 +108,14 @@ class EEGrad(IndexSelector):
         g = 1.0 / np.sqrt(self.stats.count - 1)
         k1, k2, s = self.factors(t)
         return self.stats.variance_trace() - funcf_width(beta, P, k1, k2, s, g)
+
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled index: β, k₁, k₂ of eq. (funcf) and P per realization."""
+        beta, P_in = self.constants()
+        R = self._shape[0]
+        P = np.full(R, P_in) if np.ndim(P_in) == 0 else np.asarray(P_in, dtype=float).reshape(R)
+        k1, k2, _ = self.factors(1)
+        return KernelSpec("index", "eegrad", (float(beta), k1, k2), P=P)
 
     def factors(self, t: int) -> tuple[float, float, float]:
         """k₁, k₂ of eq. (funcf) (:func:`eegrad.theory.funcf_factors`) and s = √(ln t)."""

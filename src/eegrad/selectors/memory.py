@@ -66,7 +66,7 @@ import numpy as np
 from .._validation import InvalidParameterTypeError, check_integer, check_real, renamed
 from ..oracle import Truth
 from ..statistics import ArmStatistics
-from .base import Selector
+from .base import KernelSpec, Selector
 from .registry import register_rule
 from .rules import kl_lcb_ratio, kl_threshold
 
@@ -311,7 +311,7 @@ class MemoryRule(Selector):
         raise NotImplementedError
 
 
-@register_rule("memory_kl_lcb", label="kl-LCB with memory", compiled=True)
+@register_rule("memory_kl_lcb", label="kl-LCB with memory")
 class MemoryKLLCB(MemoryRule):
     r"""kl-LCB on the pooled evidence of all iterates:
 
@@ -383,6 +383,15 @@ class MemoryKLLCB(MemoryRule):
         super().init(R, N, d, truth, streams)
         self._warned = False
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled refit and index: loglog and the horizon (-1: anytime), and the fit; warns
+        here if the ``rounds`` to come run past the horizon."""
+        if self.horizon is not None:
+            self.check_horizon(self.rounds_before + rounds, stacklevel=5)
+        horizon = -1.0 if self.horizon is None else float(self.horizon)
+        return KernelSpec("memory", "memory_kl_lcb", (self.loglog, horizon),
+                          state=self.compiled_state())  # fmt: skip
+
     def check_horizon(self, t: int, stacklevel: int = 2) -> None:
         """Warn once (:class:`RuntimeWarning`) when round t is past the horizon told."""
         if self.horizon is not None and t > self.horizon and not self._warned:
@@ -399,7 +408,7 @@ class MemoryKLLCB(MemoryRule):
         return np.where(nu > 0, sigma2 / x, -np.inf)
 
 
-@register_rule("memory_thompson", label="Thompson with memory", compiled=True)
+@register_rule("memory_thompson", label="Thompson with memory")
 class MemoryThompson(MemoryRule):
     r"""Posterior sampling of σ_n² on the pooled evidence of all iterates:
 
@@ -428,6 +437,11 @@ class MemoryThompson(MemoryRule):
     def get_params(self) -> dict[str, Any]:
         """``shape``, ``discount``, ``window``, ``seed``."""
         return {**super().get_params(), "seed": self.seed}
+
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled refit and index, with the fit; gamma draws from the selector streams."""
+        return KernelSpec("memory", "memory_thompson", (0.0, -1.0), selector_stream=True,
+                          state=self.compiled_state())  # fmt: skip
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """A posterior draw of each arm's σ² (the class's formula)."""

@@ -3,7 +3,7 @@ the engines.
 
 A rule registers itself where it is defined::
 
-    @register_rule("kl_lcb", label="kl-LCB", compiled=True)
+    @register_rule("kl_lcb", label="kl-LCB")
     class KLLCB(IndexSelector): ...
 
 and is then known everywhere: ``{rule = "kl_lcb", loglog = 0.5}`` in a configuration file (its
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError
-from .base import Selector
+from .base import Selector, has_kernel
 
 __all__ = [
     "RuleInfo",
@@ -45,9 +45,6 @@ class RuleInfo:
         The :class:`~eegrad.selectors.Selector` subclass.
     label : str
         Its name in figures and reports.
-    compiled : bool
-        Whether the compiled engine runs it (otherwise the NumPy engine does, with
-        :class:`~eegrad.EngineFallbackWarning` where ``engine="numba"`` was asked for).
     example : dict
         Parameters that make a working instance for tests and documentation (the required ones,
         and numbers for constants that the simulator would otherwise supply).
@@ -56,8 +53,14 @@ class RuleInfo:
     name: str
     cls: type[Selector]
     label: str
-    compiled: bool = False
     example: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled engine runs it: the class defines its own
+        :meth:`~eegrad.selectors.Selector.kernel_spec` (otherwise the NumPy engine does, with
+        :class:`~eegrad.engines.EngineFallbackWarning` where ``engine="numba"`` was asked for)."""
+        return has_kernel(self.cls)
 
     def parameters(self) -> dict[str, inspect.Parameter]:
         """The constructor's parameters, by name."""
@@ -73,7 +76,7 @@ class RuleInfo:
 _RULES: dict[str, RuleInfo] = {}
 
 
-def register_rule(name: str, *, label: str, compiled: bool = False,
+def register_rule(name: str, *, label: str,
                   example: Mapping[str, Any] | None = None) -> Callable[[type], type]:  # fmt: skip
     """Class decorator: register a selector class under ``name`` (see :class:`RuleInfo`)."""
 
@@ -85,7 +88,7 @@ def register_rule(name: str, *, label: str, compiled: bool = False,
         if taken is not None and taken.cls is not cls:
             raise InvalidParameterError(f"The rule name {name!r} is taken by "
                                         f"{taken.cls.__name__}.")  # fmt: skip
-        _RULES[name] = RuleInfo(name, cls, label, compiled, dict(example or {}))
+        _RULES[name] = RuleInfo(name, cls, label, dict(example or {}))
         cls.rule_name = name
         return cls
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import InvalidParameterTypeError, check_integer, check_real, fail, renamed
-from .base import IndexSelector
+from .base import IndexSelector, KernelSpec
 from .registry import register_rule
 
 __all__ = ["KLLCB", "ChiSquareLCB", "ThompsonVariance", "kl_lcb_ratio"]
@@ -49,6 +49,10 @@ class _ScaleRule(IndexSelector):
         if self.dims != "d" and self.dims > d:
             raise fail("dims", type(self).__name__, f"'d' or a float in [1, d = {d}]", self.dims)
         super().init(R, N, d, truth, streams)
+
+    def _per_pull(self) -> float:
+        """Effective dimensions per pull: d, or the number given."""
+        return float(self._shape[2] if self.dims == "d" else self.dims)
 
     def _nu_and_V(self) -> tuple[np.ndarray, np.ndarray]:
         d = self._shape[2]
@@ -124,7 +128,7 @@ def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
     return np.where(y > 0, x, 1.0)
 
 
-@register_rule("kl_lcb", label="kl-LCB", compiled=True)
+@register_rule("kl_lcb", label="kl-LCB")
 class KLLCB(_ScaleRule):
     r"""The kl-LCB for a Gaussian scale: the smallest s with
 
@@ -157,6 +161,10 @@ class KLLCB(_ScaleRule):
         """``loglog``, ``dims``."""
         return {"loglog": self.loglog, "dims": self.dims}
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled index: loglog and the dimensions per pull."""
+        return KernelSpec("index", "kl_lcb", (self.loglog, self._per_pull()))
+
     def threshold(self, t: int) -> float:
         """The level ln t + loglog · ln ln t at round t."""
         return kl_threshold(t, self.loglog)
@@ -168,7 +176,7 @@ class KLLCB(_ScaleRule):
         return V / x
 
 
-@register_rule("thompson", label="Thompson (variance)", compiled=True)
+@register_rule("thompson", label="Thompson (variance)")
 class ThompsonVariance(_ScaleRule):
     r"""Posterior sampling of each arm's scale s_n = σ_n² S(w).
 
@@ -197,6 +205,10 @@ class ThompsonVariance(_ScaleRule):
     def get_params(self) -> dict[str, Any]:
         """``dims``, ``seed``."""
         return {"dims": self.dims, "seed": self.seed}
+
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled index: the dimensions per pull; gamma draws from the selector streams."""
+        return KernelSpec("index", "thompson", (self._per_pull(),), selector_stream=True)
 
     def index(self, t: int) -> np.ndarray:
         """A posterior draw ν V / (2g) of every arm's scale, shape (R, N)."""
