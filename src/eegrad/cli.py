@@ -342,7 +342,10 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         return 0
     targets = _reproducible() if args.target == "all" else (args.target,)
     # Validate every configuration before running anything: a bad option writes nothing.
-    configs = {t: load_preset(t, _applicable(t, overrides)) for t in targets}
+    from .studies import study_kind
+
+    # Each study takes the options that apply to it (StudyKind.options).
+    configs = {t: load_preset(t, study_kind(t).options(overrides)) for t in targets}
     if args.target == "all":
         root = args.out or Path("results")
         studies = {}
@@ -359,21 +362,6 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     run_to_folder(configs[t], out, quiet=args.quiet, command=command)
     print(f"wrote {out}/")
     return 0
-
-
-def _applicable(target: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Options as they apply to each study: for the theorem studies, which compare several c,
-    --c replaces the list; --rule overlays apply to figure1; the rules study compares its own
-    list of rules, so EE-Grad's constants and overlays are left to its configuration."""
-    out = dict(overrides)
-    if target in ("theorem1", "theorem2") and "selector.c" in out:
-        out["c_values"] = [out["selector.c"]]
-    if target != "figure1":
-        out.pop("rules", None)
-    if target in ("rules", "memory"):
-        for key in ("selector.alpha", "selector.beta", "selector.P", "selector.c"):
-            out.pop(key, None)
-    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

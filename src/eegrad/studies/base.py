@@ -76,6 +76,30 @@ def ratio_se(a: float, sa: float, b: float, sb: float) -> tuple[float, float]:
     return r, abs(r) * float(np.hypot(sa / a, sb / b))
 
 
+def without_overlays(options: dict[str, Any]) -> dict[str, Any]:
+    """Command-line options for a study that takes no ``--rule`` overlays."""
+    out = dict(options)
+    out.pop("rules", None)
+    return out
+
+
+def c_grid_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Command-line options for a study that compares several c: ``--c`` replaces the grid."""
+    out = without_overlays(options)
+    if "selector.c" in out:
+        out["c_values"] = [out["selector.c"]]
+    return out
+
+
+def own_rules_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Command-line options for a study that compares its own list of rules: EE-Grad's
+    constants and overlays are left to its configuration."""
+    out = without_overlays(options)
+    for key in ("selector.alpha", "selector.beta", "selector.P", "selector.c"):
+        out.pop(key, None)
+    return out
+
+
 def no_derived_facts(study: Study) -> None:
     """The default ``derive`` of a study: its figure and paragraph need only its tables."""
 
@@ -108,6 +132,9 @@ class StudyKind:
     check : callable
         ``check(cfg, where)``: the study's own configuration keys, checked when a configuration
         is read (:func:`eegrad.config.need` gives the standard error); default: the arms table.
+    options : callable
+        ``options(overrides) -> overrides``: how ``eegrad reproduce``'s options (dotted keys:
+        ``selector.c``, ``rules``, ...) apply to the study; default: all but ``--rule`` overlays.
     """
 
     name: str
@@ -120,6 +147,7 @@ class StudyKind:
     derive: Callable[[Study], None] = no_derived_facts
     merge: MergeSpec | None = None
     check: Callable[[ExperimentConfig, str], None] = check_arms_table
+    options: Callable[[dict[str, Any]], dict[str, Any]] = without_overlays
 
 
 _STUDIES: dict[str, StudyKind] = {}

@@ -26,7 +26,7 @@ from ..experiment import (
 )
 from ..oracle import MiniBatchOracle
 from ..sgd import run_sgd
-from .base import Progress, Section, Study, StudyKind, register_study
+from .base import Progress, Section, Study, StudyKind, own_rules_options, register_study
 
 MEMORY_COLUMNS = ("profile", "T", "method", "final_gap_ratio", "final_gap_ratio_se",
                   "final_gap_ratio_direct", "final_gap_ratio_direct_se", "lock_in",
@@ -226,5 +226,5 @@ def work(cfg: ExperimentConfig) -> int:
 
 KIND = register_study(StudyKind(
     name="memory", preset="memory", columns=MEMORY_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check_profiles,
+    section=section, check=check_profiles, options=own_rules_options,
 ))  # fmt: skip

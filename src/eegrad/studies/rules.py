@@ -23,7 +23,7 @@ from ..experiment import (
     rules_list,
 )
 from ..oracle import MiniBatchOracle
-from .base import Progress, Section, Study, StudyKind, register_study
+from .base import Progress, Section, Study, StudyKind, own_rules_options, register_study
 
 RULES_COLUMNS = ("profile", "T", "method", "regret", "regret_se", "lai_robbins", "lock_in",
                  "realizations")  # fmt: skip
@@ -179,6 +179,6 @@ def work(cfg: ExperimentConfig) -> int:
 
 KIND = register_study(StudyKind(
     name="rules", preset="rules", columns=RULES_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check_profiles,
+    section=section, check=check_profiles, options=own_rules_options,
     merge=(("profile", "T", "method"), (("regret", "regret_se"),), ("lock_in", "lai_robbins")),
 ))  # fmt: skip

@@ -196,6 +196,6 @@ def check(cfg: ExperimentConfig, where: str) -> None:
 
 KIND = register_study(StudyKind(
     name="sgd", preset="figure1", columns=SGD_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check, derive=derive,
+    section=section, check=check, derive=derive, options=dict,
     merge=(("T", "method", "k"), (("gap_mean", "gap_se"),), ()),
 ))  # fmt: skip

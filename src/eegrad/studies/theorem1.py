@@ -24,7 +24,7 @@ from ..experiment import (
 )
 from ..rounds import estimate_gradient
 from ..selectors import OptimalArm
-from .base import Progress, Section, Study, StudyKind, register_study
+from .base import Progress, Section, Study, StudyKind, c_grid_options, register_study
 
 THEOREM1_COLUMNS = (
     "T", "method", "c", "error_mean", "error_se", "sigma2_star_over_T", "Z_T",
@@ -186,7 +186,7 @@ def check(cfg: ExperimentConfig, where: str) -> None:
 
 KIND = register_study(StudyKind(
     name="theorem1", preset="theorem1", columns=THEOREM1_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check, derive=derive,
+    section=section, check=check, derive=derive, options=c_grid_options,
     merge=(
         ("T", "method", "c"),
         (("error_mean", "error_se"), ("identity_lhs_mean", "identity_lhs_se"),

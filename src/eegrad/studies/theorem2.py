@@ -23,7 +23,7 @@ from ..experiment import (
 )
 from ..selectors import OptimalArm
 from ..sgd import run_sgd
-from .base import Progress, Section, Study, StudyKind, register_study
+from .base import Progress, Section, Study, StudyKind, c_grid_options, register_study
 
 THEOREM2_COLUMNS = (
     "eta", "method", "c", "contraction_mean", "contraction_se", "tau_bound", "eta_max",
@@ -179,5 +179,5 @@ def work(cfg: ExperimentConfig) -> int:
 
 KIND = register_study(StudyKind(
     name="theorem2", preset="theorem2", columns=THEOREM2_COLUMNS, run=run, work=work, plot=plot,
-    section=section, derive=derive,
+    section=section, derive=derive, options=c_grid_options,
 ))  # fmt: skip
