@@ -19,7 +19,7 @@ import numpy as np
 from ._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
 from .costs import AggregationCost, CostFidelity, as_aggregation
 
-__all__ = ["Arms"]
+__all__ = ["Arms", "feasible_arms", "per_client_spend"]
 
 
 class Arms:
@@ -172,6 +172,13 @@ def _check_strictly_increasing(
     back = np.asarray(cost(theta), dtype=np.float64)
     if not np.allclose(back, spend, rtol=1e-8, atol=1e-12):
         raise fail("cost", owner, "consistent with its inverse (C(C⁻¹(x)) = x)", back.tolist())
+
+
+def per_client_spend(budget: float, aggregation: AggregationCost, n: Any) -> np.ndarray:
+    r"""Each of n clients' share of a round's budget, :math:`(B - D(n))/n` (Section 2), for
+    every n given."""
+    n = np.asarray(n, dtype=np.float64)
+    return (budget - aggregation(n)) / n
 
 
 def feasible_arms(

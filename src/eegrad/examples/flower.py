@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_integer, check_real, fail
-from ..arms import feasible_arms
+from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from ..results import environment, write_json, write_table
 
@@ -60,7 +60,7 @@ AGGREGATION = LinearAggregation(b=AGG_PER_CLIENT)  # D(n) = 0.5 (n − 1)
 
 def share(n: int | np.ndarray) -> np.ndarray:
     """Each client's share (B − D(n))/n of the round's budget when n are asked."""
-    return (BUDGET - AGGREGATION(n)) / np.asarray(n, dtype=np.float64)
+    return per_client_spend(BUDGET, AGGREGATION, n)
 
 
 # -- data and model ---------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_integer, check_real, fail
+from ..arms import per_client_spend
+from ..costs import LinearAggregation
 from ..results import environment, write_json, write_table
 
 __all__ = ["COLUMNS", "main", "measure", "summarise"]
@@ -67,8 +69,6 @@ def _one_client(share: float, start_at: float, rep: int, client: int, seconds_pe
                 chunk: int) -> tuple[int, float]:  # fmt: skip
     """One client's round: wait until ``start_at`` (time.time()), then spend ``share``."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, MessageType, RecordDict
-
-    from .flower import REG  # noqa: F401 - the model's module, imported before the clock starts
 
     grid = _client(seconds_per_unit, chunk)
     w = np.zeros((64 + 1) * 10)
@@ -115,8 +115,9 @@ def measure(ns: tuple[int, ...] = (1, 2, 4, 8), *, reps: int = 10, budget: float
     a = check_real(aggregation_per_client, "aggregation_per_client", owner, ge=0)
     seconds_per_unit = check_real(seconds_per_unit, "seconds_per_unit", owner, gt=0)
     chunk = check_integer(chunk, "chunk", owner, ge=1)
+    aggregation = LinearAggregation(b=a)
     for n in ns:
-        if budget - a * (n - 1) <= 0:
+        if per_client_spend(budget, aggregation, n) <= 0:
             raise fail("ns", owner, f"client counts whose share (B - D(n))/n is > 0 (B = {budget:g})",
                        n)  # fmt: skip
     rows: list[dict[str, Any]] = []
@@ -127,7 +128,7 @@ def measure(ns: tuple[int, ...] = (1, 2, 4, 8), *, reps: int = 10, budget: float
                       [0] * max(ns), range(max(ns)), [seconds_per_unit] * max(ns),
                       [chunk] * max(ns)))  # fmt: skip
         for n in ns:
-            share = (budget - a * (n - 1)) / n
+            share = float(per_client_spend(budget, aggregation, n))
             for rep in range(reps):
                 alone = [_one_client(share, 0.0, rep, c, *args) for c in range(n)]
                 start = time.time() + 0.2

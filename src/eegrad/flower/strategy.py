@@ -62,7 +62,7 @@ from .._validation import (
     check_real,
     fail,
 )
-from ..arms import feasible_arms
+from ..arms import feasible_arms, per_client_spend
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import write_table
@@ -183,8 +183,7 @@ class EEGradStrategy(Strategy):
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
         """The per-client spend (B − D(n))/n of the arms n = 1..N."""
-        n = np.arange(1, N + 1, dtype=np.float64)
-        return (self.budget - self.aggregation(n)) / n
+        return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
 
     def _setup(self, num_nodes: int, dim: int) -> None:
         self.N = min(self.max_arms, num_nodes)
@@ -223,7 +222,7 @@ class EEGradStrategy(Strategy):
         n = self.estimator.ask()
         pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
-        share = float(self.spend(n)[-1])
+        share = float(per_client_spend(self.budget, self.aggregation, n))
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
         cfg[SHARE_KEY] = share
