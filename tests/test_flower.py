@@ -129,6 +129,12 @@ def test_t_rounds_steps_every_T_rounds(tmp_path):
     assert len(rows) == 7
     assert rows[2]["step"] == "1"
     assert float(rows[-1]["cost"]) == 7 * 40.0
+    # Appended a line a round, the file is what writing all the records at once gives.
+    from eegrad.flower.strategy import RECORD_COLUMNS
+    from eegrad.results import write_table
+
+    write_table(tmp_path / "whole.csv", strategy.records, RECORD_COLUMNS)
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
 
 
 def test_failed_clients_are_dropped_and_recorded():

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "environment", "format_value", "read_table", "write_json",
+__all__ = ["append_row", "atomic_write_bytes", "environment", "format_value", "read_table",
+           "write_json",
            "write_table"]  # fmt: skip
 
 
@@ -68,6 +69,17 @@ def write_table(path: str | Path, rows: Iterable[dict[str, Any]], columns: Seque
     for row in rows:
         writer.writerow([format_value(row[c]) for c in columns])
     atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+
+
+def append_row(path: str | Path, row: dict[str, Any], columns: Sequence[str]) -> None:
+    """Append one line to a table written by :func:`write_table` (for a table that grows by a
+    row at a time: each round costs one line, not a rewrite of the file)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([format_value(row[c]) for c in columns])
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(buf.getvalue())
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def read_table(path: str | Path) -> list[dict[str, str]]:

@@ -65,7 +65,7 @@ from .._validation import (
 from ..arms import feasible_arms, per_client_spend
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
-from ..results import write_table
+from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
 from .client import SHARE_KEY
 
@@ -321,8 +321,11 @@ class EEGradStrategy(Strategy):
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
         self.records.append(row)
-        if self.csv_path is not None:
-            write_table(self.csv_path, self.records, RECORD_COLUMNS)
+        if self.csv_path is not None:  # the header with the first round, then a line a round
+            if len(self.records) == 1:
+                write_table(self.csv_path, self.records, RECORD_COLUMNS)
+            else:
+                append_row(self.csv_path, row, RECORD_COLUMNS)
         metrics = MetricRecord({"arm": n, "clients-replied": len(updates),
                                 "clients-failed": len(failed), "budget-used": used,
                                 "cost": self._cost, "step": step})  # fmt: skip
