@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,89 +59,100 @@ def run_rounds(
     from . import numba_kernels as k
 
     spec = selector.kernel_spec(T)
+    run = _Run.prepare(at, spec, streams, checkpoints)
     if spec.kernel == "memory":
-        return _run_memory_rounds(at, selector, spec, T, streams, threads, checkpoints)
-    R, d = at.grad.shape
-    N = at.arms.N
+        _run_memory_rounds(run, selector, spec, T, streams, threads)
+        return run.total, run.ckpt_counts
     rule, params = k.RULE_CODES[spec.rule], np.array(spec.params or (0.0,), dtype=np.float64)
-    P = np.zeros(R) if spec.P is None else spec.P
-    keep = spec.keep_stats
-    scale = np.sqrt(at.arms.sigma2)
-    total = np.zeros((R, d))
-    count = np.zeros((R, N), dtype=np.int64)
-    mean = np.zeros((R, N, d))
-    sq = np.zeros((R, N))
-    grad = np.ascontiguousarray(at.grad)
-    sqrt_m = np.ascontiguousarray(at.sqrt_m)
-    ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
-    ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
-    sgens = streams.selector_generators if spec.selector_stream else streams.generators
+    P = np.zeros(run.total.shape[0]) if spec.P is None else spec.P
+
+    def block(b: int, sl: slice, ckpts: np.ndarray) -> None:
+        k.run_block(streams.generators[b], run.sgens[b], run.grad[sl], run.sqrt_m[sl], run.scale,
+                    rule, params, P[sl], T, run.total[sl], run.count[sl], run.mean[sl],
+                    run.sq_dev[sl], spec.keep_stats, run.ckpts, ckpts)  # fmt: skip
+
+    _run_blocks(block, run, streams, threads)
+    selector.absorb(run.count, T, run.mean, run.sq_dev)
+    return run.total, run.ckpt_counts
+
+
+@dataclass
+class _Run:
+    """The arrays one compiled run fills: the oracle's, the outputs, the arms' statistics and
+    the counts at the checkpoints, for all realizations (each block writes its own slice)."""
+
+    scale: np.ndarray
+    grad: np.ndarray
+    sqrt_m: np.ndarray
+    total: np.ndarray
+    count: np.ndarray
+    mean: np.ndarray
+    sq_dev: np.ndarray
+    sq_coord: np.ndarray
+    ckpts: np.ndarray
+    ckpt_counts: np.ndarray
+    sgens: list
+
+    @classmethod
+    def prepare(cls, at: IterateOracle, spec: KernelSpec, streams: RealizationStreams,
+                checkpoints: np.ndarray | None) -> _Run:  # fmt: skip
+        R, d = at.grad.shape
+        N = at.arms.N
+        ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
+        per_coordinate = spec.state is not None and not spec.state["scalar"]
+        return cls(
+            scale=np.sqrt(at.arms.sigma2), grad=np.ascontiguousarray(at.grad),
+            sqrt_m=np.ascontiguousarray(at.sqrt_m), total=np.zeros((R, d)),
+            count=np.zeros((R, N), dtype=np.int64), mean=np.zeros((R, N, d)),
+            sq_dev=np.zeros((R, N)), sq_coord=np.zeros((R, N, d if per_coordinate else 1)),
+            ckpts=ckpts, ckpt_counts=np.zeros((ckpts.shape[0], R, N), dtype=np.int64),
+            sgens=streams.selector_generators if spec.selector_stream else streams.generators,
+        )  # fmt: skip
+
+
+def _run_blocks(block: Any, run: _Run, streams: RealizationStreams, threads: int | None) -> None:
+    """``block(b, slice, checkpoint counts)`` for every block, on the thread pool; each block
+    writes only its own slices, so the schedule cannot change a result."""
 
     def job(b: int) -> None:
         sl = streams.slices[b]
-        block_ckpts = np.ascontiguousarray(ckpt_counts[:, sl])
-        k.run_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule, params,
-                  P[sl], T, total[sl], count[sl], mean[sl], sq[sl], keep, ckpts,
-                  block_ckpts)  # fmt: skip
-        ckpt_counts[:, sl] = block_ckpts
+        ckpts = np.ascontiguousarray(run.ckpt_counts[:, sl])
+        block(b, sl, ckpts)
+        run.ckpt_counts[:, sl] = ckpts
 
-    _run_blocks(job, len(streams.slices), threads)
-    selector.absorb(count, T, mean, sq)
-    return total, ckpt_counts
-
-
-def _run_blocks(job: Any, n_blocks: int, threads: int | None) -> None:
+    n_blocks = len(streams.slices)
     workers = min(threads or default_threads(), n_blocks)
     if workers <= 1:
         for b in range(n_blocks):
             job(b)
     else:
-        # Blocks are handed out one per task; each writes only its own slices, so the
-        # schedule cannot change a result.
         pool = _pool(workers)
         futures = [pool.submit(job, b) for b in range(n_blocks)]
         for f in futures:
             f.result()
 
 
-def _run_memory_rounds(at: IterateOracle, selector: Selector, spec: KernelSpec, T: int,
-                       streams: RealizationStreams, threads: int | None,
-                       checkpoints: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _run_memory_rounds(run: _Run, selector: Selector, spec: KernelSpec, T: int,
+                       streams: RealizationStreams, threads: int | None) -> None:  # fmt: skip
     """The rules with memory: the round's refit and index compiled per realization
     (:func:`numba_kernels.run_memory_block`); the refit of the past iterates at an iterate's
     start stays the rule's own (NumPy, once per iterate)."""
     from . import numba_kernels as k
 
-    R, d = at.grad.shape
-    N = at.arms.N
     state = spec.state
     scalar = state["scalar"]
     rule = k.MEMORY_CODES[spec.rule]
     loglog, horizon = float(spec.params[0]), int(spec.params[1])
     s2 = np.ascontiguousarray(state["sigma2"])
     cache = [np.ascontiguousarray(state[key]) for key in ("cache_num", "cache_dof", "cache_pulls")]
-    scale = np.sqrt(at.arms.sigma2)
-    total = np.zeros((R, d))
-    count = np.zeros((R, N), dtype=np.int64)
-    mean = np.zeros((R, N, d))
-    sq_dev = np.zeros((R, N))
-    sq_coord = np.zeros((R, N, 1 if scalar else d))
-    grad = np.ascontiguousarray(at.grad)
-    sqrt_m = np.ascontiguousarray(at.sqrt_m)
-    ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
-    ckpt_counts = np.zeros((ckpts.shape[0], R, N), dtype=np.int64)
-    sgens = streams.selector_generators if spec.selector_stream else streams.generators
 
-    def job(b: int) -> None:
-        sl = streams.slices[b]
-        block_ckpts = np.ascontiguousarray(ckpt_counts[:, sl])
-        k.run_memory_block(streams.generators[b], sgens[b], grad[sl], sqrt_m[sl], scale, rule,
-                           loglog, horizon, scalar, state["warm"], state["rounds_before"], T,
-                           total[sl], count[sl], mean[sl], sq_dev[sl], sq_coord[sl], s2[sl],
-                           cache[0][sl], cache[1][sl], cache[2][sl], ckpts,
-                           block_ckpts)  # fmt: skip
-        ckpt_counts[:, sl] = block_ckpts
+    def block(b: int, sl: slice, ckpts: np.ndarray) -> None:
+        k.run_memory_block(streams.generators[b], run.sgens[b], run.grad[sl], run.sqrt_m[sl],
+                           run.scale, rule, loglog, horizon, scalar, state["warm"],
+                           state["rounds_before"], T, run.total[sl], run.count[sl], run.mean[sl],
+                           run.sq_dev[sl], run.sq_coord[sl], s2[sl], cache[0][sl], cache[1][sl],
+                           cache[2][sl], run.ckpts, ckpts)  # fmt: skip
 
-    _run_blocks(job, len(streams.slices), threads)
-    selector.absorb(count, T, mean, sq_dev, sq_coord=None if scalar else sq_coord, sigma2=s2)
-    return total, ckpt_counts
+    _run_blocks(block, run, streams, threads)
+    selector.absorb(run.count, T, run.mean, run.sq_dev,
+                    sq_coord=None if scalar else run.sq_coord, sigma2=s2)  # fmt: skip
