@@ -135,29 +135,35 @@ def test_table_cells_of_numpy_floats_are_plain_numbers(tmp_path):
     assert read_table(tmp_path / "t.csv") == [{"a": "0.1", "b": "0.5", "c": ""}]
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::ResourceWarning")  # Ray's own subprocesses at shutdown
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_ray_executor_gives_the_same_table(tmp_path, monkeypatch):
-    # Ray comes with the 'flower' extra (Flower's simulation runs on it). Its files go to a short
-    # temporary folder (its socket paths must stay under 108 characters), removed afterwards.
-    import shutil
-    import tempfile
+RAY_RUN = """
+import shutil, sys, tempfile
+import ray
+from eegrad.sweep import load_sweep, run_sweep
+short = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+try:
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=short,
+             log_to_driver=False)
+    run_sweep(load_sweep(sys.argv[1]), sys.argv[2], executor="ray", quiet=True)
+finally:
+    ray.shutdown()
+    shutil.rmtree(short, ignore_errors=True)
+"""
 
-    ray = pytest.importorskip("ray")
-    sweep = load_sweep(write(tmp_path))
-    run_sweep(sweep, tmp_path / "local", quiet=True, jobs=1)
-    short = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    monkeypatch.setenv("RAY_TMPDIR", short)
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    monkeypatch.setenv("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    try:
-        ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=short,
-                 log_to_driver=False)  # fmt: skip
-        run_sweep(sweep, tmp_path / "ray", executor="ray", quiet=True)
-    finally:
-        ray.shutdown()
-        shutil.rmtree(short, ignore_errors=True)
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_same_table(tmp_path):
+    # Ray comes with the 'flower' extra (Flower's simulation runs on it). It runs in its own
+    # Python process: Ray leaves file handles of its subprocesses open after shutdown, which
+    # would otherwise surface at the end of the whole test session. Its files go to a short
+    # temporary folder (its socket paths must stay under 108 characters), removed afterwards.
+    pytest.importorskip("ray")
+    path = write(tmp_path)
+    run_sweep(load_sweep(path), tmp_path / "local", quiet=True, jobs=1)
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0")
+    done = subprocess.run([sys.executable, "-c", RAY_RUN, str(path), str(tmp_path / "ray")],
+                          check=False, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     local = (tmp_path / "local" / "results.csv").read_bytes()
     assert (tmp_path / "ray" / "results.csv").read_bytes() == local
     assert json.loads((tmp_path / "ray" / "metadata.json").read_text())["executor"] == "ray"
