@@ -396,3 +396,40 @@ def test_oracles_that_change_N_are_refused_for_a_rule_with_memory():
     with pytest.raises(InvalidParameterError, match="keeps its evidence across iterates"):
         estimate_gradient(four, sel, w0, 8, 0, new_iterate=True)
     run_sgd([three, four], ThompsonVariance(), w0, 2, 8, 0.5, 0)  # no memory: allowed
+
+
+@pytest.mark.parametrize("make", [lambda: MemoryThompson(discount=0.8),
+                                  lambda: MemoryKLLCB(loglog=1.0),
+                                  lambda: MemoryKLLCB(horizon=3 * 40, window=1)])  # fmt: skip
+@pytest.mark.parametrize("d", [3, 40])  # diagonal shape (whole gradients); scalar (Gram rows)
+def test_estimator_compiled_choice_equals_numpy(make, d):
+    """GradientEstimator's per-round choice of a rule with memory, compiled (engine "numba":
+    numba_kernels.memory_choice) and in NumPy: the same pulls at every round over three
+    iterates, and the same fit and estimates (the kernel repeats the NumPy operations in their
+    order; 1e-12 leaves room for the last bit of a log)."""
+    pytest.importorskip("numba")
+    oracle = GaussianOracle(Quadratic(d), Arms([3.0, 1.0, 2.0, 1.5]))
+    w = np.random.default_rng(1).standard_normal(d) + 2.0
+    at = oracle.at(w[None])
+    loops = [GradientEstimator(make(), oracle.arms, 40, dim=d, rng=5, engine=e)
+             for e in ("numpy", "numba")]  # fmt: skip
+    assert not loops[0].selector.compiled_choice
+    assert loops[1].selector.compiled_choice
+    for iterate in range(3):
+        for est in loops:
+            if iterate:
+                est.next_iterate()
+        while not loops[0].done:
+            arms = [est.ask() for est in loops]
+            assert arms[0] == arms[1]
+            g = at.sample(np.array([arms[0] - 1]), loops[0].streams)[0]
+            for est in loops:
+                est.tell(g)
+        np.testing.assert_allclose(loops[1].result(), loops[0].result(), rtol=1e-12)
+        np.testing.assert_allclose(loops[1].selector.sigma2, loops[0].selector.sigma2,
+                                   rtol=1e-12)  # fmt: skip
+
+
+def test_estimator_engine_is_checked():
+    with pytest.raises(ValueError, match="'engine' parameter of GradientEstimator must be one"):
+        GradientEstimator(MemoryThompson(), 3, T=6, dim=2, engine="gpu")

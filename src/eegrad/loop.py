@@ -33,6 +33,7 @@ import numpy as np
 from ._random import RealizationStreams, as_generator
 from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
 from .arms import Arms
+from .engines import check_engine, numba_available
 from .selectors.base import ProtocolError, Selector
 from .spread import check_weights, pair_sum
 
@@ -194,6 +195,10 @@ class GradientEstimator:
     accumulate_dtype : dtype, optional
         Dtype of the running statistics (e.g. ``torch.float64`` for float32 gradients).
         Default: float64 for NumPy input, the tensor's dtype for PyTorch input.
+    engine : {"auto", "numpy", "numba"}
+        Where the rule's per-round choice runs, for rules with compiled per-realization code
+        (the rules with memory, e.g. the default rule): ``"auto"`` compiled when Numba is
+        installed (the ``fast`` extra), else NumPy; the choices are the same either way.
 
     Attributes
     ----------
@@ -212,8 +217,10 @@ class GradientEstimator:
         *,
         rng: Any = 0,
         accumulate_dtype: Any = None,
+        engine: str = "auto",
     ):
         owner = "GradientEstimator"
+        check_engine(engine, owner)
         if not isinstance(selector, Selector):
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
@@ -223,6 +230,8 @@ class GradientEstimator:
         self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
+        selector.compiled_choice = engine != "numpy" and numba_available()
+        self.engine = engine
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None

@@ -21,7 +21,7 @@ from ._validation import (
     check_integer,
     fail,
 )
-from .engines import ENGINES, resolve_engine
+from .engines import check_engine, resolve_engine
 from .selectors.base import Selector
 
 __all__ = ["GradientEstimate", "estimate_gradient"]
@@ -76,12 +76,6 @@ def check_selector(selector: Any, owner: str) -> Selector:
             f"Got {selector!r} instead."
         )
     return selector
-
-
-def check_engine(engine: Any, owner: str) -> str:
-    if engine not in ENGINES:
-        raise fail("engine", owner, f"one of {ENGINES}", engine)
-    return engine
 
 
 def check_threads(threads: Any, owner: str) -> int | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._validation import fail
 
-__all__ = ["ENGINES", "EngineFallbackWarning", "numba_available", "resolve_engine"]
+__all__ = ["ENGINES", "EngineFallbackWarning", "check_engine", "numba_available", "resolve_engine"]
 
 ENGINES = ("auto", "numpy", "numba")
 
@@ -23,6 +23,17 @@ def numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def check_engine(engine: Any, owner: str) -> str:
+    """``engine``, if it is one of :data:`ENGINES` and, for ``"numba"``, Numba is installed;
+    else the standard error naming ``owner``."""
+    if engine not in ENGINES:
+        raise fail("engine", owner, f"one of {ENGINES}", engine)
+    if engine == "numba" and not numba_available():
+        raise fail("engine", owner, "'numba' only with Numba installed (pip install "
+                   "'eegrad[fast]')", engine)  # fmt: skip
+    return engine
+
+
 def resolve_engine(engine: Any, at: Any, selector: Any, owner: str) -> str:
     """The engine that runs this estimate: ``"numpy"`` or ``"numba"``.
 
@@ -30,14 +41,7 @@ def resolve_engine(engine: Any, at: Any, selector: Any, owner: str) -> str:
     NumPy. An explicit ``"numba"`` that cannot run the case falls back to NumPy with an
     :class:`EngineFallbackWarning` naming why — never a silently different computation.
     """
-    if engine not in ENGINES:
-        raise fail("engine", owner, f"one of {ENGINES}", engine)
-    if engine == "numpy":
-        return "numpy"
-    if not numba_available():
-        if engine == "numba":
-            raise fail("engine", owner, "'numba' only with Numba installed (pip install "
-                       "'eegrad[fast]')", engine)  # fmt: skip
+    if check_engine(engine, owner) == "numpy" or not numba_available():
         return "numpy"
     from .numba_engine import unsupported_reason
 

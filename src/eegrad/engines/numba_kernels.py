@@ -172,7 +172,7 @@ MEMORY_THOMPSON, MEMORY_KL_LCB = 0, 1
 MEMORY_CODES = {"memory_thompson": MEMORY_THOMPSON, "memory_kl_lcb": MEMORY_KL_LCB}
 
 
-@nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
+@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
 def _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen,
                   out):  # pragma: no cover - compiled
     """The memory rule's index of every arm at global round ``tg`` (as MemoryThompson.index and
@@ -199,66 +199,109 @@ def _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen
             out[n] = -np.inf
 
 
-@nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
-def _refit_current(N, d, scalar, count, mean, sq_dev, sq_coord, s2, cache_num, cache_dof, nu,
-                   mu, m, num):  # pragma: no cover - compiled
+@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
+def _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
+                   nu, wt, mu, m, S):  # pragma: no cover - compiled
     """One block sweep with the current iterate (MemoryRule._refit_current and
     eegrad.selectors.memory.iterate_terms / sigma2_update for K = 1, the same operations in
-    the same order); updates ``s2`` in place and leaves ν per arm in ``nu``."""
+    the same order); updates ``s2`` in place and leaves ν per arm in ``nu``.
+
+    ``where`` holds the arms' means (N, d), or with ``gram`` (scalar shape) their Gram matrix
+    about any fixed reference (N, N). Scratch (:func:`memory_scratch`): ``wt`` (N), ``mu``
+    (max(N, d)), ``m`` (nc), ``S`` (N, nc), nc = 1 for the scalar shape, else d: S per arm and
+    coordinate (scalar shape: the deviations summed over d), computed once and used twice."""
     total = 0.0
     gamma = 0.0
     for n in range(N):
         total += count[n] / s2[n]
         gamma += count[n]
-    nc = 1 if scalar else d
-    for j in range(d):
-        mu[j] = 0.0
     for n in range(N):
-        w = (count[n] / s2[n]) / total if total > 0 else 0.0
+        wt[n] = (count[n] / s2[n]) / total if total > 0 else 0.0
+    nc = 1 if scalar else d
+    if gram:  # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w
+        wgw = 0.0
+        for n in range(N):
+            gw = 0.0
+            for p in range(N):
+                gw += where[n, p] * wt[p]
+            mu[n] = gw
+        for n in range(N):
+            wgw += wt[n] * mu[n]
+        for n in range(N):
+            S[n, 0] = sq_dev[n] + count[n] * max((where[n, n] - 2.0 * mu[n]) + wgw, 0.0)
+    else:
         for j in range(d):
-            mu[j] += w * mean[n, j]
+            mu[j] = 0.0
+        for n in range(N):
+            for j in range(d):
+                mu[j] += wt[n] * where[n, j]
+        for n in range(N):
+            if scalar:
+                dev = 0.0
+                for j in range(d):
+                    x = where[n, j] - mu[j]
+                    dev += count[n] * (x * x)
+                S[n, 0] = sq_dev[n] + dev
+            else:
+                for j in range(d):
+                    x = where[n, j] - mu[j]
+                    S[n, j] = sq_coord[n, j] + count[n] * (x * x)
     per_coord = d if scalar else 1
     dof_k = per_coord * (gamma - 1.0)
     share = 1.0 - 1.0 / gamma if gamma > 1 else 0.0
-    # S per arm and coordinate (scalar: one coordinate, the deviations summed over d).
     for j in range(nc):
         m[j] = 0.0
     for n in range(N):
-        if scalar:
-            dev = 0.0
-            for j in range(d):
-                x = mean[n, j] - mu[j]
-                dev += count[n] * (x * x)
-            m[0] += (sq_dev[n] + dev) / s2[n]
-        else:
-            for j in range(d):
-                x = mean[n, j] - mu[j]
-                m[j] += (sq_coord[n, j] + count[n] * (x * x)) / s2[n]
+        for j in range(nc):
+            m[j] += S[n, j] / s2[n]
     for j in range(nc):
         m[j] = m[j] / dof_k
     logsum = 0.0
     for n in range(N):
         acc = 0.0
         if dof_k > 0:
-            if scalar:
-                dev = 0.0
-                for j in range(d):
-                    x = mean[n, j] - mu[j]
-                    dev += count[n] * (x * x)
-                acc = (sq_dev[n] + dev) / m[0]
-            else:
-                for j in range(d):
-                    x = mean[n, j] - mu[j]
-                    acc += (sq_coord[n, j] + count[n] * (x * x)) / m[j]
-        num[n] = cache_num[n] + acc
+            for j in range(nc):
+                acc += S[n, j] / m[j]
+        v = cache_num[n] + acc
         nu[n] = cache_dof[n] + per_coord * count[n] * share * nc
-        v = num[n] / nu[n] if nu[n] > 0 else s2[n]
+        v = v / nu[n] if nu[n] > 0 else s2[n]
         v = max(v, 1e-300)
-        num[n] = v  # reused: the unnormalised σ²
+        wt[n] = v  # reused: the unnormalised σ²
         logsum += math.log(v)
     scale = math.exp(logsum / N)
     for n in range(N):
-        s2[n] = num[n] / scale
+        s2[n] = wt[n] / scale
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
+def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_dev, sq_coord, s2,
+                  cache_num, cache_dof, cache_pulls, sgen, nu, wt, mu, m, S,
+                  idx):  # pragma: no cover - compiled
+    """A rule with memory's choice at global round ``tg`` for one realization: the round's refit
+    (``s2`` updated in place), every arm's index and the argmin (ties: the smallest n, as
+    np.argmin). Used by :func:`run_memory_block` per realization and by the rule itself for one
+    realization (a user's loop). Arrays as :func:`_refit_current`, scratch from
+    :func:`memory_scratch`; ``count`` as floats."""
+    N = s2.shape[0]
+    _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
+                   nu, wt, mu, m, S)  # fmt: skip
+    _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, idx)
+    arm = 0
+    best = idx[0]
+    for n in range(1, N):
+        if idx[n] < best:  # strict: ties keep the smallest n, as np.argmin
+            best = idx[n]
+            arm = n
+    return arm
+
+
+@nb.njit(nogil=True, cache=True)
+def memory_scratch(N, d, scalar):  # pragma: no cover - compiled
+    """The scratch arrays of :func:`memory_choice` for N arms and dimension d (ν, weights,
+    μ or (G w), m, S, index), allocated once per block or per rule."""
+    nc = 1 if scalar else d
+    return (np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc)),
+            np.empty(N))  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
@@ -276,11 +319,7 @@ def run_memory_block(
     N = scale.shape[0]
     z = np.empty(d)
     g = np.empty(d)
-    nu = np.empty(N)
-    idx = np.empty(N)
-    mu = np.empty(d)
-    m = np.empty(d)
-    num = np.empty(N)
+    nu, wt, mu, m, S, idx = memory_scratch(N, d, scalar)
     cnt_f = np.empty(N)
     ci = 0
     for t in range(1, T + 1):
@@ -290,16 +329,10 @@ def run_memory_block(
             else:
                 for n in range(N):
                     cnt_f[n] = count[r, n]
-                _refit_current(N, d, scalar, cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r],
-                               cache_num[r], cache_dof[r], nu, mu, m, num)  # fmt: skip
-                _memory_index(rule, loglog, horizon, rounds_before + t, N, cnt_f,
-                              cache_pulls[r], s2[r], nu, sgen, idx)  # fmt: skip
-                arm = 0
-                best = idx[0]
-                for n in range(1, N):
-                    if idx[n] < best:  # strict: ties keep the smallest n, as np.argmin
-                        best = idx[n]
-                        arm = n
+                arm = memory_choice(rule, loglog, horizon, rounds_before + t, d, scalar, False,
+                                    cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r], cache_num[r],
+                                    cache_dof[r], cache_pulls[r], sgen, nu, wt, mu, m, S,
+                                    idx)  # fmt: skip
             _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)

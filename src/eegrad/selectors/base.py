@@ -95,6 +95,10 @@ class Selector:
     uses_parts: bool = False
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
+    #: Whether a one-realization run (R = 1) may make its choices with the rule's compiled
+    #: per-realization code, where it has one (the rules with memory) and Numba is installed;
+    #: set by :class:`~eegrad.GradientEstimator` from its ``engine``. The choices are the same.
+    compiled_choice: bool = False
 
     def __init__(self) -> None:
         self._shape: tuple[int, int, int] | None = None

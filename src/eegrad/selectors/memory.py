@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import InvalidParameterTypeError, check_integer, check_real, renamed
+from ..engines import numba_available
 from ..oracle import Truth
 from ..statistics import ArmStatistics
 from .base import KernelSpec, Selector
@@ -86,10 +87,16 @@ def iterate_terms(count: np.ndarray, where: np.ndarray, sq: np.ndarray, s2: np.n
     with np.errstate(invalid="ignore", divide="ignore"):
         weight = np.where(total[..., None] > 0, prec / total[..., None], 0.0)  # (R, K, N)
     if gram:
-        # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p.
-        gw = np.einsum("rknm,rkm->rkn", where, weight)
-        dist = np.einsum("rknn->rkn", where) - 2.0 * gw + np.einsum("rkn,rkn->rk", weight,
-                                                                     gw)[..., None]  # fmt: skip
+        # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p; the sums over the arms
+        # run in arm order, as the compiled fit's (numba_kernels._refit_current).
+        N = count.shape[-1]
+        gw = np.zeros_like(weight)
+        for p in range(N):
+            gw += where[..., p] * weight[..., None, p]
+        wgw = np.zeros_like(total)
+        for n in range(N):
+            wgw += weight[..., n] * gw[..., n]
+        dist = (np.einsum("rknn->rkn", where) - 2.0 * gw) + wgw[..., None]
         dev2 = (count * np.maximum(dist, 0.0))[..., None]  # (R, K, N, 1)
     else:
         mu = np.einsum("rkn,rknd->rkd", weight, where)
@@ -180,6 +187,9 @@ class MemoryRule(Selector):
         self._cache_num = np.zeros((R, N))  # Σ_{past k,i} S/m
         self._cache_dof = np.zeros((R, N))  # Σ_{past k,i} ν
         self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
+        self._scratch: tuple[np.ndarray, ...] | None = None  # of the compiled choice
+        self._no_coord = np.zeros((N, 1))
+        self._idle_generator = np.random.default_rng(0)  # the kernel's argument, never drawn
 
     def _observe_gram(self, arms: np.ndarray, sq_increment: np.ndarray, gram_row: np.ndarray):
         """A round told by :meth:`tell_summary` with the Gram row (scalar shape)."""
@@ -303,8 +313,48 @@ class MemoryRule(Selector):
         R, N, _ = self._shape
         if self.iterate == 0 and t <= 2 * N:
             return np.full(R, (t - 1) % N, dtype=np.int64)
+        if self.compiled_choice and R == 1 and numba_available():
+            return np.array([self._choose_compiled(t)], dtype=np.int64)
         s2, nu = self._refit_current()
         return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
+
+    def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
+        """The compiled index: its name, its numbers (loglog, horizon or -1) and whether it
+        draws from the selector streams."""
+        raise NotImplementedError
+
+    def _choose_compiled(self, t: int) -> int:
+        """The round's refit, index and argmin for one realization in compiled code
+        (:func:`eegrad.engines.numba_kernels.memory_choice`: the operations of
+        :meth:`_refit_current` and :meth:`index` in their order, so the same choice), without
+        NumPy's per-call overhead on arrays of N numbers — a user's loop (R = 1)."""
+        from ..engines import numba_kernels as k
+
+        N, d = self._shape[1], self._shape[2]
+        name, (loglog, horizon), sampled = self._kernel_rule()
+        tg = self.rounds_before + t
+        if horizon >= 0:
+            self.check_horizon(tg, stacklevel=6)
+        st = self.stats
+        count = st.count[0].astype(np.float64)
+        if self._cur_gram is not None:
+            gram, where = True, self._cur_gram[0]
+        elif self.scalar and not count.any():  # no pull yet: any Gram matrix gives S = Q = 0
+            gram, where = True, np.zeros((N, N))
+        else:
+            gram, where = False, st.mean[0]
+        if self._scratch is None:
+            self._scratch = k.memory_scratch(N, d, self.scalar)
+        sq_coord = self._no_coord if self.scalar else st.sq_coord[0]
+        gen = self._choice_generator() if sampled else self._idle_generator
+        return int(k.memory_choice(k.MEMORY_CODES[name], loglog, horizon, tg, d, self.scalar,
+                                   gram, count, where, st.sq_dev[0], sq_coord, self.sigma2[0],
+                                   self._cache_num[0], self._cache_dof[0], self._cache_pulls[0],
+                                   gen, *self._scratch))  # fmt: skip
+
+    def _choice_generator(self) -> np.random.Generator:
+        """The generator the NumPy index draws from for one realization."""
+        return self._own_rng if self.streams is None else self.streams.selector_generators[0]
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """The rule's index of every arm from the fit, shape (R, N); the smallest is pulled."""
@@ -388,9 +438,12 @@ class MemoryKLLCB(MemoryRule):
         here if the ``rounds`` to come run past the horizon."""
         if self.horizon is not None:
             self.check_horizon(self.rounds_before + rounds, stacklevel=5)
+        name, params, _ = self._kernel_rule()
+        return KernelSpec("memory", name, params, state=self.compiled_state())
+
+    def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         horizon = -1.0 if self.horizon is None else float(self.horizon)
-        return KernelSpec("memory", "memory_kl_lcb", (self.loglog, horizon),
-                          state=self.compiled_state())  # fmt: skip
+        return "memory_kl_lcb", (self.loglog, horizon), False
 
     def check_horizon(self, t: int, stacklevel: int = 2) -> None:
         """Warn once (:class:`RuntimeWarning`) when round t is past the horizon told."""
@@ -440,8 +493,12 @@ class MemoryThompson(MemoryRule):
 
     def kernel_spec(self, rounds: int) -> KernelSpec:
         """The compiled refit and index, with the fit; gamma draws from the selector streams."""
-        return KernelSpec("memory", "memory_thompson", (0.0, -1.0), selector_stream=True,
+        name, params, sampled = self._kernel_rule()
+        return KernelSpec("memory", name, params, selector_stream=sampled,
                           state=self.compiled_state())  # fmt: skip
+
+    def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
+        return "memory_thompson", (0.0, -1.0), True
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """A posterior draw of each arm's σ² (the class's formula)."""
