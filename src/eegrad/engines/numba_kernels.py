@@ -14,6 +14,7 @@ import math
 import numba as nb
 import numpy as np
 
+from ..selectors.rules import ONE_UP
 from ..theory import funcf_width
 
 #: Eq. (funcf), compiled from its one definition.
@@ -27,10 +28,11 @@ RULE_CODES = {"eegrad": EEGRAD, "greedy": GREEDY, "fixed": FIXED, "optimal": OPT
 
 @nb.njit(nogil=True, cache=True)
 def _kl_ratio(y):  # pragma: no cover - compiled
-    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same operations)."""
+    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same start, same operations)."""
     if not y > 0:
         return 1.0
-    x = 2.0 * (y + 1.0)
+    s = math.sqrt(2.0 * y)
+    x = max(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
     for _ in range(30):
         step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
         if step == x:  # a fixed point: the remaining iterations would return x unchanged

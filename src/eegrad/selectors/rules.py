@@ -115,17 +115,26 @@ def kl_threshold(t: int, loglog: float) -> float:
 def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
     r"""The root x >= 1 of :math:`x - 1 - \ln x = y` for each y = ``level`` >= 0 (Newton).
 
-    h(x) = x − 1 − ln x is convex and increasing on [1, ∞); Newton's method started at
-    x₀ = 2(y + 1), where h(x₀) >= y, decreases monotonically to the root.
+    h(x) = x − 1 − ln x is convex and increasing on [1, ∞). Newton's method starts at the
+    root's expansion for small y, :math:`x_0 = 1 + s + s^2/3 + s^3/36` with :math:`s = \sqrt{2y}`
+    (at least the float after 1): a start below the root is sent above it by the first step,
+    from where the steps decrease monotonically to it. Each entry stops at its floating-point
+    fixed point (or after ``iterations`` steps); y = 0 gives 1.
     """
     y = np.asarray(level, dtype=np.float64)
-    x = 2.0 * (y + 1.0)
-    for _ in range(iterations):
-        step = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
-        if np.array_equal(step, x, equal_nan=True):  # every entry at its fixed point: done
-            break
-        x = step
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # y = inf: unused
+        s = np.sqrt(2.0 * y)
+        x = np.maximum(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
+        for _ in range(iterations):
+            step = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
+            if np.array_equal(step, x, equal_nan=True):  # every entry at its fixed point: done
+                break
+            x = step
     return np.where(y > 0, x, 1.0)
+
+
+#: The float after 1: the smallest start of :func:`kl_lcb_ratio`'s Newton steps.
+ONE_UP = float(np.nextafter(1.0, 2.0))
 
 
 @register_rule("kl_lcb", label="kl-LCB")
