@@ -74,6 +74,24 @@ def test_kl_ratio_root():
     assert np.all(x >= 1)
 
 
+def test_kl_ratio_for_tiny_levels_and_compiled_equal():
+    """Where x − 1 − ln x cancels (y down to 1e-24), the root against its expansion
+    1 + s + s²/3 + s³/36 (s = √(2y); the next term is O(s⁴), so 1e-6 relative on x − 1 is far
+    above it), to four spacings of the floats at 1 (x − 1 cannot be finer); and the compiled
+    solve equals the NumPy one from 1e-24 to 1e8 to within 2 units in the last place: the same
+    steps, but NumPy's vectorised log and the C library's (the kernel's) differ in the last bit
+    for a few arguments in a thousand."""
+    y = np.logspace(-24, -8, 9)
+    s = np.sqrt(2 * y)
+    np.testing.assert_allclose(kl_lcb_ratio(y) - 1, s + s * s / 3 + s**3 / 36, rtol=1e-6,
+                               atol=4 * np.finfo(float).eps)  # fmt: skip
+    pytest.importorskip("numba")
+    from eegrad.engines.numba_kernels import _kl_ratio
+
+    y = np.concatenate([[0.0], np.logspace(-24, 8, 300)])
+    np.testing.assert_array_max_ulp(np.array([_kl_ratio(v) for v in y]), kl_lcb_ratio(y), maxulp=2)
+
+
 def test_thompson_draws_from_the_inverse_gamma_posterior():
     sel = state(ThompsonVariance(seed=3), COUNTS, SQ)
     nu = 2 * (COUNTS - 1)

@@ -50,10 +50,12 @@ arm whose σ² changed is forgotten at that rate.
 Only the first iterate pulls every arm twice; later iterates choose by index from their first
 round, and the rounds t in ln t count across iterates.
 
-**Engines.** On the compiled engine each round's refit and index run per realization in a Numba
-kernel (:func:`eegrad.engines.numba_kernels.run_memory_block`) with the operations of
-:func:`iterate_terms` and :func:`sigma2_update` in the same order, so both engines give the same
-pulls and iterates bit for bit; the refit of the past iterates at an iterate's start runs here.
+**Engines.** On the compiled engine each round's refit, index and choice run per realization in
+a Numba function (:func:`eegrad.engines.numba_kernels.memory_choice`) with the operations of
+:func:`iterate_terms`, :func:`sigma2_update` and the index in the same order, so both engines give
+the same pulls and iterates (the logarithms of NumPy and of the C library may differ in the last
+bit: see the engines guide); the refit of the past iterates at an iterate's start runs here. A
+user's loop (R = 1, :class:`~eegrad.GradientEstimator`) makes its choices with the same function.
 """
 
 from __future__ import annotations
