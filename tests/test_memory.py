@@ -433,3 +433,21 @@ def test_estimator_compiled_choice_equals_numpy(make, d):
 def test_estimator_engine_is_checked():
     with pytest.raises(ValueError, match="'engine' parameter of GradientEstimator must be one"):
         GradientEstimator(MemoryThompson(), 3, T=6, dim=2, engine="gpu")
+
+
+@pytest.mark.parametrize("engine", ["numpy", "auto"])
+def test_estimator_warns_past_the_horizon(engine):
+    """A user's loop that runs past the horizon told to MemoryKLLCB is warned, whichever path
+    makes the choice (the compiled choice asks the rule's check_horizon as the NumPy index does)."""
+    est = GradientEstimator(MemoryKLLCB(horizon=10), 3, T=6, dim=2, rng=0, engine=engine)
+    rng = np.random.default_rng(0)
+
+    def two_iterates():
+        for _ in range(2):
+            while not est.done:
+                n = est.ask()
+                est.tell(rng.standard_normal(2) * n)
+            est.next_iterate()
+
+    with pytest.warns(RuntimeWarning, match="told horizon=10 rounds"):
+        two_iterates()

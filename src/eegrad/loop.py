@@ -231,7 +231,6 @@ class GradientEstimator:
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
         selector.compiled_choice = engine != "numpy" and numba_available()
-        self.engine = engine
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None

@@ -66,7 +66,6 @@ from typing import Any
 import numpy as np
 
 from .._validation import InvalidParameterTypeError, check_integer, check_real, renamed
-from ..engines import numba_available
 from ..oracle import Truth
 from ..statistics import ArmStatistics
 from .base import KernelSpec, Selector
@@ -76,6 +75,8 @@ from .rules import kl_lcb_ratio, kl_threshold
 __all__ = ["MemoryKLLCB", "MemoryRule", "MemoryThompson", "iterate_terms", "sigma2_update"]
 
 _SCALAR_ABOVE = 16
+#: The generator argument of the compiled choice for a rule that draws nothing (never drawn).
+_NO_DRAWS = np.random.default_rng(0)
 
 
 def iterate_terms(count: np.ndarray, where: np.ndarray, sq: np.ndarray, s2: np.ndarray, d: int,
@@ -191,7 +192,6 @@ class MemoryRule(Selector):
         self._cur_gram: np.ndarray | None = None  # set by _observe_gram (scalar shape)
         self._scratch: tuple[np.ndarray, ...] | None = None  # of the compiled choice
         self._no_coord = np.zeros((N, 1))
-        self._idle_generator = np.random.default_rng(0)  # the kernel's argument, never drawn
 
     def _observe_gram(self, arms: np.ndarray, sq_increment: np.ndarray, gram_row: np.ndarray):
         """A round told by :meth:`tell_summary` with the Gram row (scalar shape)."""
@@ -315,7 +315,7 @@ class MemoryRule(Selector):
         R, N, _ = self._shape
         if self.iterate == 0 and t <= 2 * N:
             return np.full(R, (t - 1) % N, dtype=np.int64)
-        if self.compiled_choice and R == 1 and numba_available():
+        if self.compiled_choice and R == 1:  # set only where Numba is installed
             return np.array([self._choose_compiled(t)], dtype=np.int64)
         s2, nu = self._refit_current()
         return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
@@ -325,6 +325,15 @@ class MemoryRule(Selector):
         draws from the selector streams."""
         raise NotImplementedError
 
+    def _memory_spec(self) -> KernelSpec:
+        """The engine's run of this rule: its compiled index and the fit it carries in."""
+        name, params, sampled = self._kernel_rule()
+        return KernelSpec("memory", name, params, selector_stream=sampled,
+                          state=self.compiled_state())  # fmt: skip
+
+    def check_horizon(self, t: int, stacklevel: int = 2) -> None:
+        """Warn when round t is past a horizon the rule was told; a rule told none never does."""
+
     def _choose_compiled(self, t: int) -> int:
         """The round's refit, index and argmin for one realization in compiled code
         (:func:`eegrad.engines.numba_kernels.memory_choice`: the operations of
@@ -333,10 +342,9 @@ class MemoryRule(Selector):
         from ..engines import numba_kernels as k
 
         N, d = self._shape[1], self._shape[2]
-        name, (loglog, horizon), sampled = self._kernel_rule()
+        name, (loglog, horizon), _ = self._kernel_rule()
         tg = self.rounds_before + t
-        if horizon >= 0:
-            self.check_horizon(tg, stacklevel=6)
+        self.check_horizon(tg, stacklevel=6)
         st = self.stats
         count = st.count[0].astype(np.float64)
         if self._cur_gram is not None:
@@ -348,15 +356,16 @@ class MemoryRule(Selector):
         if self._scratch is None:
             self._scratch = k.memory_scratch(N, d, self.scalar)
         sq_coord = self._no_coord if self.scalar else st.sq_coord[0]
-        gen = self._choice_generator() if sampled else self._idle_generator
+        gen = self._choice_generator()
         return int(k.memory_choice(k.MEMORY_CODES[name], loglog, horizon, tg, d, self.scalar,
                                    gram, count, where, st.sq_dev[0], sq_coord, self.sigma2[0],
                                    self._cache_num[0], self._cache_dof[0], self._cache_pulls[0],
                                    gen, *self._scratch))  # fmt: skip
 
     def _choice_generator(self) -> np.random.Generator:
-        """The generator the NumPy index draws from for one realization."""
-        return self._own_rng if self.streams is None else self.streams.selector_generators[0]
+        """The generator the index draws from for one realization (a rule that draws nothing:
+        a generator never drawn, the compiled choice's argument)."""
+        return _NO_DRAWS
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """The rule's index of every arm from the fit, shape (R, N); the smallest is pulled."""
@@ -440,8 +449,7 @@ class MemoryKLLCB(MemoryRule):
         here if the ``rounds`` to come run past the horizon."""
         if self.horizon is not None:
             self.check_horizon(self.rounds_before + rounds, stacklevel=5)
-        name, params, _ = self._kernel_rule()
-        return KernelSpec("memory", name, params, state=self.compiled_state())
+        return self._memory_spec()
 
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         horizon = -1.0 if self.horizon is None else float(self.horizon)
@@ -495,12 +503,13 @@ class MemoryThompson(MemoryRule):
 
     def kernel_spec(self, rounds: int) -> KernelSpec:
         """The compiled refit and index, with the fit; gamma draws from the selector streams."""
-        name, params, sampled = self._kernel_rule()
-        return KernelSpec("memory", name, params, selector_stream=sampled,
-                          state=self.compiled_state())  # fmt: skip
+        return self._memory_spec()
 
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         return "memory_thompson", (0.0, -1.0), True
+
+    def _choice_generator(self) -> np.random.Generator:
+        return self._own_rng if self.streams is None else self.streams.selector_generators[0]
 
     def index(self, t: int, sigma2: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """A posterior draw of each arm's σ² (the class's formula)."""
