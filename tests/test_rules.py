@@ -92,6 +92,33 @@ def test_kl_ratio_for_tiny_levels_and_compiled_equal():
     np.testing.assert_array_max_ulp(np.array([_kl_ratio(v) for v in y]), kl_lcb_ratio(y), maxulp=2)
 
 
+def test_compiled_kl_argmin_is_the_argmin_of_the_solved_indices():
+    """The compiled kl-LCB choice solves a root to the end only where an arm's lower bound (its
+    first Newton step) does not exceed the best index: its choice must be np.argmin of the fully
+    solved indices — on random levels from 1e-12 to 50 (some 0), and on near ties: scales
+    s_n = x_n (1 + k ε) for the solved roots x_n, so that the indices tie or differ in the last
+    few bits, where only the full solve can decide (ties: the smallest n)."""
+    pytest.importorskip("numba")
+    from eegrad.engines.numba_kernels import _kl_argmin, _kl_ratio
+
+    rng = np.random.default_rng(11)
+    checked = 0
+    for trial in range(3000):
+        N = int(rng.integers(2, 7))
+        y = 10.0 ** rng.uniform(-12, np.log10(50), N)
+        y[rng.random(N) < 0.1] = 0.0
+        x = np.array([_kl_ratio(v) for v in y])
+        if trial % 2:
+            scale = x * (1 + rng.integers(-2, 3, N) * np.finfo(float).eps)
+        else:
+            scale = rng.uniform(0.5, 2.0, N)
+        want = int(np.argmin(scale / x))
+        got = _kl_argmin(N, scale, y.copy(), np.empty(N))
+        assert got == want, (y, scale)
+        checked += 1
+    assert checked == 3000
+
+
 def test_thompson_draws_from_the_inverse_gamma_posterior():
     sel = state(ThompsonVariance(seed=3), COUNTS, SQ)
     nu = 2 * (COUNTS - 1)

@@ -26,19 +26,83 @@ RULE_CODES = {"eegrad": EEGRAD, "greedy": GREEDY, "fixed": FIXED, "optimal": OPT
               "round_robin": ROUND_ROBIN, "kl_lcb": KL_LCB, "thompson": THOMPSON}  # fmt: skip
 
 
-@nb.njit(nogil=True, cache=True)
-def _kl_ratio(y):  # pragma: no cover - compiled
-    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same start, same operations)."""
+@nb.njit(nogil=True, cache=True, inline="always")
+def _kl_first(y):  # pragma: no cover - compiled
+    """The start and first Newton step of :func:`_kl_ratio`: (x, done). Not done, x lies above
+    the root (the first step sends any start above it, and the later steps decrease), so
+    V / x is a lower bound of the index V / root; done, x is :func:`_kl_ratio`'s value."""
     if not y > 0:
-        return 1.0
+        return 1.0, True
     s = math.sqrt(2.0 * y)
     x = max(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
-    for _ in range(30):
+    step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
+    if step == x:
+        return x, True
+    return step, False
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _kl_rest(y, x):  # pragma: no cover - compiled
+    """The Newton steps of :func:`_kl_ratio` after :func:`_kl_first`'s, from its ``x``."""
+    for _ in range(29):
         step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
         if step == x:  # a fixed point: the remaining iterations would return x unchanged
             break
         x = step
     return x
+
+
+@nb.njit(nogil=True, cache=True)
+def _kl_ratio(y):  # pragma: no cover - compiled
+    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same start, same operations: at
+    most 30 Newton steps, stopping at a fixed point)."""
+    x, done = _kl_first(y)
+    return x if done else _kl_rest(y, x)
+
+
+#: Relative slack of the lower bounds in :func:`_kl_argmin`: a bound counts only when it exceeds
+#: the best index by more than any last-bit wobble of the Newton steps near the root.
+_BOUND_SLACK = 1e-12
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _kl_argmin(N, scale, y, x):  # pragma: no cover - compiled
+    """argmin_n scale[n] / root(y[n]) (ties: the smallest n, as np.argmin of the indices), with
+    the root of x − 1 − ln x = y solved to the end only where it can matter.
+
+    Every arm's first Newton step (:func:`_kl_first`) bounds its index from below; the arm of
+    the smallest bound is solved first, and another arm only if its bound does not exceed the
+    best index so far. The chosen arm is the argmin of the fully solved indices, whose values
+    are those of :func:`_kl_ratio` — the choice is the same, a fraction of the logarithms
+    spent. ``y`` and ``x`` are scratch of length N; ``y`` holds the levels on entry (−1 marks
+    a solved arm on exit)."""
+    first = 0
+    low = np.inf
+    for n in range(N):
+        xn, done = _kl_first(y[n])
+        x[n] = xn
+        if done:
+            y[n] = -1.0
+        bound = scale[n] / xn
+        if bound < low:
+            low = bound
+            first = n
+    if y[first] >= 0.0:
+        x[first] = _kl_rest(y[first], x[first])
+    arm = first
+    best = scale[first] / x[first]
+    for n in range(N):
+        if n == first:
+            continue
+        if y[n] >= 0.0:
+            if scale[n] / x[n] * (1.0 - _BOUND_SLACK) > best:
+                continue  # its index exceeds the bound, which exceeds the best: not chosen
+            x[n] = _kl_rest(y[n], x[n])
+        v = scale[n] / x[n]
+        if v < best or (v == best and n < arm):
+            best = v
+            arm = n
+    return arm
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -124,6 +188,7 @@ def run_block(
     # V_t(n) and (γ − 1)^(−1/2), cached: they change only when arm n is pulled.
     V = np.empty((Rb, N))
     isg = np.empty((Rb, N))
+    kl_v, kl_y, kl_x = np.empty(N), np.empty(N), np.empty(N)  # KL_LCB's scratch
     ci = 0
     thr = 0.0
     for t in range(1, T + 1):
@@ -137,6 +202,11 @@ def run_block(
                 arm = int(params[0])
             elif rule == ROUND_ROBIN or t <= 2 * N:
                 arm = (t - 1) % N
+            elif rule == KL_LCB:
+                for n in range(N):
+                    kl_v[n] = V[r, n]
+                    kl_y[n] = 2.0 * thr / (params[1] * (count[r, n] - 1))
+                arm = _kl_argmin(N, kl_v, kl_y, kl_x)
             else:
                 arm = 0
                 best = np.inf
@@ -144,9 +214,6 @@ def run_block(
                     if rule == EEGRAD:
                         gn = isg[r, n]
                         v = V[r, n] - _funcf_width(params[0], P[r], params[1], params[2], s, gn)
-                    elif rule == KL_LCB:
-                        nu = params[1] * (count[r, n] - 1)
-                        v = V[r, n] / _kl_ratio(2.0 * thr / nu)
                     elif rule == THOMPSON:
                         nu = params[0] * (count[r, n] - 1)
                         v = nu * V[r, n] / (2.0 * sgen.standard_gamma(nu / 2.0))
@@ -175,18 +242,28 @@ MEMORY_CODES = {"memory_thompson": MEMORY_THOMPSON, "memory_kl_lcb": MEMORY_KL_L
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
-def _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen,
-                  out):  # pragma: no cover - compiled
-    """The memory rule's index of every arm at global round ``tg`` (as MemoryThompson.index and
-    MemoryKLLCB.index: the same draws in the same order, the same operations)."""
+def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, y,
+                x):  # pragma: no cover - compiled
+    """The memory rule's choice at global round ``tg``: the argmin (ties: the smallest n) of
+    MemoryThompson.index or MemoryKLLCB.index — the same draws in the same order, the same
+    operations; kl-LCB's roots solved to the end only where they can matter
+    (:func:`_kl_argmin`). ``y`` and ``x``: scratch of length N."""
     if rule == MEMORY_THOMPSON:
+        arm = 0
+        best = np.inf
         for n in range(N):
             g = sgen.standard_gamma(max(nu[n], 1e-12) / 2.0)
             if nu[n] > 0:
-                out[n] = nu[n] * s2[n] / (2.0 * g) if g > 0 else np.inf
+                v = nu[n] * s2[n] / (2.0 * g) if g > 0 else np.inf
             else:
-                out[n] = -np.inf
-        return
+                v = -np.inf
+            if v < best:  # strict: ties keep the smallest n, as np.argmin
+                best = v
+                arm = n
+        return arm
+    for n in range(N):
+        if not nu[n] > 0:
+            return n  # the first arm without evidence: index −∞
     if horizon < 0:
         lt = math.log(tg)
         level = lt + (loglog * math.log(lt) if lt > 1 else 0.0)
@@ -195,10 +272,8 @@ def _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen
             pulls = max(cache_pulls[n] + count[n], 1.0)
             left = max(horizon - tg + 1, 0)
             level = math.log(max(left / (N * pulls), 1.0))
-        if nu[n] > 0:
-            out[n] = s2[n] / _kl_ratio(2.0 * level / nu[n])
-        else:
-            out[n] = -np.inf
+        y[n] = 2.0 * level / nu[n]
+    return _kl_argmin(N, s2, y, x)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
@@ -277,33 +352,26 @@ def _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
 def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_dev, sq_coord, s2,
-                  cache_num, cache_dof, cache_pulls, sgen, nu, wt, mu, m, S,
-                  idx):  # pragma: no cover - compiled
+                  cache_num, cache_dof, cache_pulls, sgen, nu, wt, mu, m,
+                  S):  # pragma: no cover - compiled
     """A rule with memory's choice at global round ``tg`` for one realization: the round's refit
-    (``s2`` updated in place), every arm's index and the argmin (ties: the smallest n, as
-    np.argmin). Used by :func:`run_memory_block` per realization and by the rule itself for one
+    (``s2`` updated in place) and the argmin of the arms' indices (ties: the smallest n, as
+    np.argmin; :func:`_memory_arm`). Used by :func:`run_memory_block` per realization and by the rule itself for one
     realization (a user's loop). Arrays as :func:`_refit_current`, scratch from
     :func:`memory_scratch`; ``count`` as floats."""
     N = s2.shape[0]
     _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
                    nu, wt, mu, m, S)  # fmt: skip
-    _memory_index(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, idx)
-    arm = 0
-    best = idx[0]
-    for n in range(1, N):
-        if idx[n] < best:  # strict: ties keep the smallest n, as np.argmin
-            best = idx[n]
-            arm = n
-    return arm
+    # wt and mu are free once the refit is done: the choice's scratch.
+    return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, wt, mu)
 
 
 @nb.njit(nogil=True, cache=True)
 def memory_scratch(N, d, scalar):  # pragma: no cover - compiled
     """The scratch arrays of :func:`memory_choice` for N arms and dimension d (ν, weights,
-    μ or (G w), m, S, index), allocated once per block or per rule."""
+    μ or (G w), m, S), allocated once per block or per rule."""
     nc = 1 if scalar else d
-    return (np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc)),
-            np.empty(N))  # fmt: skip
+    return np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc))
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
@@ -321,7 +389,7 @@ def run_memory_block(
     N = scale.shape[0]
     z = np.empty(d)
     g = np.empty(d)
-    nu, wt, mu, m, S, idx = memory_scratch(N, d, scalar)
+    nu, wt, mu, m, S = memory_scratch(N, d, scalar)
     cnt_f = np.empty(N)
     ci = 0
     for t in range(1, T + 1):
@@ -333,8 +401,8 @@ def run_memory_block(
                     cnt_f[n] = count[r, n]
                 arm = memory_choice(rule, loglog, horizon, rounds_before + t, d, scalar, False,
                                     cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r], cache_num[r],
-                                    cache_dof[r], cache_pulls[r], sgen, nu, wt, mu, m, S,
-                                    idx)  # fmt: skip
+                                    cache_dof[r], cache_pulls[r], sgen, nu, wt, mu, m,
+                                    S)  # fmt: skip
             _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)
