@@ -50,6 +50,39 @@ def test_estimator_with_tensors_matches_numpy(make):
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
 
 
+@pytest.mark.parametrize(("dtype", "rtol"), [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_compiled_round_on_cpu_tensors_equals_torch_ops(dtype, rtol):
+    """On the CPU the round's statistics run as one compiled pass over the tensors' NumPy
+    views (engine 'auto'); against the tensor operations (engine 'numpy'): the same pulls over
+    two iterates at d = 3000 (the default rule's Gram rows) and the same estimates, a tensor
+    of the gradients' dtype. Tolerances: a few hundred units of the last place of each dtype,
+    relative to the largest component (the sums run in another order, and the tensor path
+    multiplies by 1/γ where the pass divides by γ)."""
+    pytest.importorskip("numba")
+    d = 3000
+    rng = np.random.default_rng(4)
+    loops = [GradientEstimator(default_selector(), 3, 24, dim=d, rng=2, engine=e)
+             for e in ("numpy", "auto")]  # fmt: skip
+    for iterate in range(2):
+        if iterate:
+            for est in loops:
+                est.next_iterate()
+        w = rng.standard_normal(d)
+        while not loops[0].done:
+            n = {est.ask() for est in loops}
+            assert len(n) == 1
+            g = torch.tensor(w + n.pop() * rng.standard_normal(d), dtype=dtype)
+            for est in loops:
+                est.tell(g)
+        assert loops[0]._backend.compiled is None
+        assert loops[1]._backend.compiled is not None
+        np.testing.assert_array_equal(loops[1].counts, loops[0].counts)
+        out = [est.result() for est in loops]
+        assert out[1].dtype == dtype
+        scale = float(out[0].abs().max())  # components near 0 differ in the scale's last bits
+        torch.testing.assert_close(out[1], out[0], rtol=rtol, atol=rtol * scale)
+
+
 def test_float32_with_float64_accumulation_stays_a_tensor():
     est = GradientEstimator(default_selector(), 2, T=4, dim=3, accumulate_dtype=torch.float64)
     while not est.done:

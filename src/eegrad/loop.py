@@ -50,18 +50,67 @@ def _all_finite(x: Any) -> bool:
     return bool(np.all(np.isfinite(x)))
 
 
+class _CompiledRound:
+    """A round's statistics in one compiled pass (:func:`eegrad.engines.loop_kernels.tell_pass`)
+    over NumPy arrays — the backend's own, or the NumPy views of CPU tensors. The arms' means
+    are rows of ``buf`` (N + 1, d) through a slot map; a round writes the new mean to the spare
+    row and commits by swapping slots, so a non-finite gradient changes nothing. The Gram row
+    is a matrix-vector product over the N current means (BLAS, multithreaded where NumPy's
+    is)."""
+
+    def __init__(self, buf: np.ndarray):
+        from .engines import loop_kernels
+
+        self.kernel = loop_kernels.tell_pass
+        self.buf = buf
+        self.N = buf.shape[0] - 1
+        self.slot = loop_kernels.new_slots(self.N)
+
+    def clear(self) -> None:
+        self.slot[:] = np.arange(self.N + 1)
+
+    def update(self, arm: int, g: np.ndarray, ref: np.ndarray | None, cnt: int,
+               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
+        """(1 − 1/γ)‖δ‖² and, if ``with_row``, the Gram row; committed only if finite."""
+        N, slot = self.N, self.slot
+        new = self.buf[slot[N]]
+        acc = self.kernel(g, g if ref is None else ref, ref is not None, self.buf[slot[arm]],
+                          new, self.buf.dtype.type(1.0 / cnt))  # fmt: skip
+        inc = acc * ((cnt - 1) / cnt)
+        if not math.isfinite(inc):
+            return inc, None
+        slot[arm], slot[N] = slot[N], slot[arm]
+        if not with_row:
+            return inc, None
+        # Every row but the old mean's (now the spare, row slot[N]): two contiguous blocks.
+        old, row = slot[N], np.empty(N + 1)
+        row[:old] = self.buf[:old] @ new
+        row[old + 1 :] = self.buf[old + 1 :] @ new
+        return inc, row[slot[:N]]
+
+    def weights(self, counts: np.ndarray) -> np.ndarray:
+        """Per row of ``buf``: the count of the arm whose mean it holds (0 for the spare)."""
+        w = np.zeros(self.N + 1)
+        w[self.slot[: self.N]] = counts
+        return w
+
+
 class _NumpyBackend:
     """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
-    allocation. The estimate Σ_t G_t = Σ_n γ_n m_n is formed once, in result().
+    allocation (compiled: in one pass, :class:`_CompiledRound`). The estimate
+    Σ_t G_t = Σ_n γ_n m_n is formed once, in result().
 
     With ``centred`` the means are kept relative to the first gradient of the estimate, r, so
     that the Gram matrix of the means (rows from :meth:`gram_row`) carries their differences
     without cancellation; the estimate is then r + Σ_n γ_n (m_n − r)/T."""
 
-    def __init__(self, N: int, d: int, dtype: Any, centred: bool = False):
+    def __init__(self, N: int, d: int, dtype: Any, centred: bool = False, compiled: bool = False):
         self.dtype = np.dtype(np.float64 if dtype is None else dtype)
-        self.mean = np.zeros((N, d), dtype=self.dtype)
+        self.buf = np.zeros((N + 1, d), dtype=self.dtype)  # the arms' means, and a spare row
+        self.mean = self.buf[:N]  # the NumPy path's means (its slots never move)
         self.delta = np.empty(d, dtype=self.dtype)
+        kernel_dtype = self.dtype in (np.float32, np.float64)
+        self.compiled = _CompiledRound(self.buf) if compiled and kernel_dtype else None
         self.centred = centred
         self.ref: Any = None
 
@@ -72,8 +121,28 @@ class _NumpyBackend:
         return not _is_torch(g)
 
     def clear(self, centred: bool) -> None:
-        self.mean.fill(0.0)
+        self.buf.fill(0.0)
+        if self.compiled is not None:
+            self.compiled.clear()
         self.centred, self.ref = centred, None
+
+    def update(self, arm: int, g: np.ndarray, cnt: int,
+               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
+        """The round told: (1 − 1/γ)‖δ‖² (NaN/Inf exactly when G is not finite, and then the
+        state is unchanged) and, if ``with_row``, the pulled arm's Gram row."""
+        if self.compiled is not None:
+            if self.centred and self.ref is None:  # the first gradient becomes r (m stays 0)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    inc = float(np.dot(g, g)) * 0.0
+                if math.isfinite(inc):
+                    self.ref = g.copy()
+                return inc, (np.zeros(self.compiled.N) if with_row else None)
+            return self.compiled.update(arm, g, self.ref, cnt, with_row)
+        inc = self.increment(arm, g, cnt)
+        if not math.isfinite(inc):
+            return inc, None
+        self.commit(arm, cnt)
+        return inc, (self.gram_row(arm) if with_row else None)
 
     def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
         """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
@@ -107,21 +176,30 @@ class _NumpyBackend:
             return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
-        out = counts.astype(self.dtype) @ self.mean / T
+        if self.compiled is not None:
+            out = self.compiled.weights(counts).astype(self.dtype) @ self.buf / T
+        else:
+            out = counts.astype(self.dtype) @ self.mean / T
         return out if self.ref is None else out + self.ref
 
 
 class _TorchBackend:
-    """Statistics as tensors on the gradients' device; one scalar reaches the host per round."""
+    """Statistics as tensors on the gradients' device; one scalar reaches the host per round
+    (on the CPU, with ``compiled``, the round runs as the NumPy backend's compiled pass over
+    the tensors' NumPy views)."""
 
-    def __init__(self, N: int, d: int, like: Any, dtype: Any, centred: bool = False):
+    def __init__(self, N: int, d: int, like: Any, dtype: Any, centred: bool = False,
+                 compiled: bool = False):  # fmt: skip
         import torch
 
         self.torch = torch
         self.dtype = like.dtype if dtype is None else dtype
         self.out_dtype = like.dtype
-        self.mean = torch.zeros((N, d), dtype=self.dtype, device=like.device)
+        self.buf = torch.zeros((N + 1, d), dtype=self.dtype, device=like.device)
+        self.mean = self.buf[:N]
         self.delta = torch.empty(d, dtype=self.dtype, device=like.device)
+        on_cpu = like.device.type == "cpu" and self.dtype in (torch.float32, torch.float64)
+        self.compiled = _CompiledRound(self.buf.numpy()) if compiled and on_cpu else None
         self.centred = centred
         self.ref: Any = None
 
@@ -132,8 +210,27 @@ class _TorchBackend:
         return _is_torch(g) and g.device == self.mean.device and g.dtype == self.out_dtype
 
     def clear(self, centred: bool) -> None:
-        self.mean.zero_()
+        self.buf.zero_()
+        if self.compiled is not None:
+            self.compiled.clear()
         self.centred, self.ref = centred, None
+
+    def update(self, arm: int, g: Any, cnt: int,
+               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
+        """As :meth:`_NumpyBackend.update`."""
+        if self.compiled is not None:
+            if self.centred and self.ref is None:
+                inc = float(self.torch.dot(g, g).item()) * 0.0
+                if math.isfinite(inc):
+                    self.ref = g.clone()
+                return inc, (np.zeros(self.compiled.N) if with_row else None)
+            ref = None if self.ref is None else self.ref.numpy()
+            return self.compiled.update(arm, g.numpy(), ref, cnt, with_row)
+        inc = self.increment(arm, g, cnt)
+        if not math.isfinite(inc):
+            return inc, None
+        self.commit(arm, cnt)
+        return inc, (self.gram_row(arm) if with_row else None)
 
     def increment(self, arm: int, g: Any, cnt: int) -> float:
         if self.ref is None:
@@ -170,8 +267,12 @@ class _TorchBackend:
         return p @ parts, y
 
     def result(self, counts: np.ndarray, T: int) -> Any:
+        if self.compiled is not None:
+            counts, rows = self.compiled.weights(counts), self.buf
+        else:
+            rows = self.mean
         weights = self.torch.as_tensor(counts, dtype=self.dtype, device=self.mean.device)
-        out = weights @ self.mean / T
+        out = weights @ rows / T
         return (out if self.ref is None else out + self.ref).to(self.out_dtype)
 
 
@@ -230,7 +331,8 @@ class GradientEstimator:
         self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
-        selector.compiled_choice = engine != "numpy" and numba_available()
+        self._compiled = engine != "numpy" and numba_available()
+        selector.compiled_choice = self._compiled
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None
@@ -323,10 +425,10 @@ class GradientEstimator:
             centred = self._mode == "gram"
             if _is_torch(like):
                 self._backend = _TorchBackend(self.N, self.dim, like, self.accumulate_dtype,
-                                              centred=centred)  # fmt: skip
+                                              centred=centred, compiled=self._compiled)  # fmt: skip
             else:
                 self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype,
-                                              centred=centred)  # fmt: skip
+                                              centred=centred, compiled=self._compiled)  # fmt: skip
         elif _is_torch(like) != isinstance(self._backend, _TorchBackend):
             raise InvalidParameterTypeError(
                 "The gradients told to GradientEstimator changed type within an estimate "
@@ -339,12 +441,11 @@ class GradientEstimator:
         cnt = int(self.selector.counts[0, arm]) + 1
         # ‖G − m‖² is finite exactly when G is (m is): the check costs no extra pass, and it
         # comes before any state changes.
-        inc = self._backend.increment(arm, g, cnt)
+        inc, row = self._backend.update(arm, g, cnt, with_row=self._mode == "gram")
         if not math.isfinite(inc):  # also for γ = 1: NaN·0 and Inf·0 are NaN
             raise NonFiniteGradientError(
                 f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
             )
-        self._backend.commit(arm, cnt)
         arms = np.array([arm])
         if self._mode == "pairs":
             self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None])
@@ -352,7 +453,7 @@ class GradientEstimator:
             host = g.detach().cpu().numpy() if _is_torch(g) else g
             self.selector.tell(arms, np.asarray(host, dtype=np.float64)[None], check=False)
         elif self._mode == "gram":
-            self.selector.tell_summary(arms, np.array([inc]), self._backend.gram_row(arm)[None])
+            self.selector.tell_summary(arms, np.array([inc]), row[None])
         else:
             self.selector.tell_summary(arms, np.array([inc]))
         self._pending = None

@@ -1,0 +1,58 @@
+"""Numba kernel of a user's loop: one round's statistics in one pass over the gradient.
+
+Imported only when Numba is installed; :class:`eegrad.GradientEstimator` uses it for NumPy
+arrays and CPU tensors (``engine="auto"`` or ``"numba"``). Per round the NumPy path makes four
+passes over d-vectors (δ = G − m, ‖δ‖², δ/γ, m += δ/γ); here the gradient and the pulled arm's
+mean are read once and the new mean written once.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+# reassoc/contract: the sum runs in SIMD lanes (a fixed order for a given build, not NumPy's);
+# no 'nnan'/'ninf': a non-finite gradient must reach the sum, which is how it is detected.
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def tell_pass(g, ref, centred, mean, new_mean, inv_count):  # pragma: no cover - compiled
+    """δ = G − r − m (r only if ``centred``) and m + δ/γ into ``new_mean``; returns Σ δ².
+
+    The new mean goes to another row than the old one, so that the caller commits the round
+    only if the returned sum is finite: a gradient with NaN or Inf changes no mean.
+
+    Parameters
+    ----------
+    g, ref : (d,) arrays
+        The round's gradient and r (the first gradient of the estimate), in the means' dtype.
+    centred : bool
+        Subtract ``ref``.
+    mean, new_mean : (d,) arrays
+        The pulled arm's mean m before the round, and where m + δ/γ goes.
+    inv_count : scalar of the means' dtype
+        1/γ, γ the arm's count with this round (a multiplication per coordinate, not a
+        division).
+
+    Returns
+    -------
+    float
+        Σ_j δ_j², accumulated in float64.
+    """
+    acc = 0.0
+    if centred:
+        for j in range(g.shape[0]):
+            delta = (g[j] - ref[j]) - mean[j]
+            acc += delta * delta
+            new_mean[j] = mean[j] + delta * inv_count
+    else:
+        for j in range(g.shape[0]):
+            delta = g[j] - mean[j]
+            acc += delta * delta
+            new_mean[j] = mean[j] + delta * inv_count
+    return acc
+
+
+def new_slots(N: int) -> np.ndarray:
+    """The identity slot map of :class:`eegrad.loop._CompiledRound`: arm n's mean in row n,
+    row N spare."""
+    return np.arange(N + 1, dtype=np.int64)
