@@ -20,7 +20,9 @@ tensor's device (in its dtype, or in ``accumulate_dtype`` if given),
 and each round moves one scalar to the host: the pulled arm's squared deviation, which the rule
 needs to choose the next arm (and which is NaN or Inf exactly when the gradient is not finite).
 Rules with memory need a little more: for d > 16 (their scalar shape) also the pulled arm's row
-of the Gram matrix of the arm means, N numbers; for d <= 16 the gradient itself.
+of the Gram matrix of the arm means, N numbers; for d <= 16 the gradient itself. With Numba
+installed, NumPy arrays and CPU tensors are told in one compiled pass over the gradient
+(:mod:`eegrad.engines.loop_kernels`).
 """
 
 from __future__ import annotations
@@ -297,9 +299,12 @@ class GradientEstimator:
         Dtype of the running statistics (e.g. ``torch.float64`` for float32 gradients).
         Default: float64 for NumPy input, the tensor's dtype for PyTorch input.
     engine : {"auto", "numpy", "numba"}
-        Where the rule's per-round choice runs, for rules with compiled per-realization code
-        (the rules with memory, e.g. the default rule): ``"auto"`` compiled when Numba is
-        installed (the ``fast`` extra), else NumPy; the choices are the same either way.
+        Where the round's work runs: ``"auto"`` compiled when Numba is installed (the
+        ``fast`` extra), else NumPy. Compiled, the rules with memory (e.g. the default rule)
+        make their per-round choice in one Numba call, and the statistics of a NumPy array or
+        a CPU tensor are updated in one pass over the gradient instead of four. The choices
+        are the same either way; the sums over coordinates run in another order, so the
+        statistics agree to rounding, not to the bit.
 
     Attributes
     ----------

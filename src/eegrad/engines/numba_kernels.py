@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import math
 
+import llvmlite.binding as llvm
 import numba as nb
 import numpy as np
+from numba import types
+from numba.extending import get_cython_function_address
 
 from ..selectors.rules import ONE_UP
 from ..theory import funcf_width
@@ -20,10 +23,23 @@ from ..theory import funcf_width
 #: Eq. (funcf), compiled from its one definition.
 _funcf_width = nb.njit(nogil=True, cache=True)(funcf_width)
 
+# SciPy's χ² quantile, the function the NumPy χ²-LCB calls (scipy.special.chdtri), from SciPy's
+# Cython API. The compiled code links to it by a symbol name, not an address, so that Numba's
+# on-disk cache stays valid from one process to the next.
+llvm.add_symbol("eegrad_scipy_chdtri",
+                get_cython_function_address("scipy.special.cython_special", "chdtri"))
+_chdtri = types.ExternalFunction("eegrad_scipy_chdtri",
+                                 types.float64(types.float64, types.float64, types.intc))
+
+#: Counts below this share one χ² quantile per round in run_block (a table of this many floats
+#: per block).
+_QUANTILE_TABLE = 1 << 16
+
 # Rule codes of run_block, and the names a rule's KernelSpec gives them.
-EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON = 0, 1, 2, 3, 4, 5, 6
+EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON, CHI2_LCB = range(8)
 RULE_CODES = {"eegrad": EEGRAD, "greedy": GREEDY, "fixed": FIXED, "optimal": OPTIMAL,
-              "round_robin": ROUND_ROBIN, "kl_lcb": KL_LCB, "thompson": THOMPSON}  # fmt: skip
+              "round_robin": ROUND_ROBIN, "kl_lcb": KL_LCB, "thompson": THOMPSON,
+              "chi2_lcb": CHI2_LCB}  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -168,7 +184,8 @@ def run_block(
         Rule code.
     params : (k,) array
         The rule's numbers: EEGRAD (β, k₁, k₂) with k₁ = √(αd/c), k₂ = √(α/(cd));
-        FIXED and OPTIMAL (arm index,); KL_LCB (c, dims); THOMPSON (dims,).
+        FIXED and OPTIMAL (arm index,); KL_LCB (c, dims); THOMPSON (dims,);
+        CHI2_LCB (exponent, dims).
     P : (Rb,) array
         EEGrad's P per realization.
     T : int
@@ -189,6 +206,11 @@ def run_block(
     V = np.empty((Rb, N))
     isg = np.empty((Rb, N))
     kl_v, kl_y, kl_x = np.empty(N), np.empty(N), np.empty(N)  # KL_LCB's scratch
+    # CHI2_LCB: the round's quantile depends on t and the count only — one per distinct count
+    # and round (q_tab[γ], valid where q_at[γ] == t), as the NumPy rule's one per distinct ν.
+    size = min(T, _QUANTILE_TABLE) + 1 if rule == CHI2_LCB else 1
+    q_tab = np.empty(size)
+    q_at = np.zeros(size, np.int64)
     ci = 0
     thr = 0.0
     for t in range(1, T + 1):
@@ -196,6 +218,8 @@ def run_block(
         if rule == KL_LCB:
             lt = math.log(t)
             thr = lt + (params[0] * math.log(lt) if lt > 1 else 0.0)
+        elif rule == CHI2_LCB:
+            thr = float(t) ** (-params[0])  # δ_t = t^(−e)
         for r in range(Rb):
             # -- ask ------------------------------------------------------------------------
             if rule == FIXED or rule == OPTIMAL:
@@ -214,6 +238,17 @@ def run_block(
                     if rule == EEGRAD:
                         gn = isg[r, n]
                         v = V[r, n] - _funcf_width(params[0], P[r], params[1], params[2], s, gn)
+                    elif rule == CHI2_LCB:
+                        c = count[r, n]
+                        nu = params[1] * (c - 1)
+                        if c >= size:
+                            q = _chdtri(nu, thr, 0)
+                        else:
+                            if q_at[c] != t:
+                                q_tab[c] = _chdtri(nu, thr, 0)
+                                q_at[c] = t
+                            q = q_tab[c]
+                        v = nu * V[r, n] / q
                     elif rule == THOMPSON:
                         nu = params[0] * (count[r, n] - 1)
                         v = nu * V[r, n] / (2.0 * sgen.standard_gamma(nu / 2.0))

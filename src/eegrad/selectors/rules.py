@@ -94,6 +94,11 @@ class ChiSquareLCB(_ScaleRule):
         """``exponent``, ``dims``."""
         return {"exponent": self.exponent, "dims": self.dims}
 
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled index: the exponent and the dimensions per pull (the kernel calls the
+        same SciPy function, once per distinct count and round)."""
+        return KernelSpec("index", "chi2_lcb", (self.exponent, self._per_pull()))
+
     def index(self, t: int) -> np.ndarray:
         """ν V_t(n) / q_ν(1 − t^(−e)) of every arm, shape (R, N)."""
         from scipy.special import chdtri
