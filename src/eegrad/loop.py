@@ -66,7 +66,7 @@ class _CompiledRound:
         self.kernel = loop_kernels.tell_pass
         self.buf = buf
         self.N = buf.shape[0] - 1
-        self.slot = loop_kernels.new_slots(self.N)
+        self.slot = np.arange(self.N + 1)  # arm n's mean in row slot[n]; row slot[N] spare
 
     def clear(self) -> None:
         self.slot[:] = np.arange(self.N + 1)
@@ -97,24 +97,68 @@ class _CompiledRound:
         return w
 
 
-class _NumpyBackend:
-    """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
-    allocation (compiled: in one pass, :class:`_CompiledRound`). The estimate
-    Σ_t G_t = Σ_n γ_n m_n is formed once, in result().
+class _Backend:
+    """What both backends share: the arms' means as rows of ``buf`` (N + 1, d; ``mean`` is the
+    first N, the spare row is the compiled pass's), the reference r of the centred form, and
+    the round's update — one compiled pass where :class:`_CompiledRound` runs on the backend's
+    arrays, else the backend's own increment, commit and Gram row.
 
     With ``centred`` the means are kept relative to the first gradient of the estimate, r, so
-    that the Gram matrix of the means (rows from :meth:`gram_row`) carries their differences
-    without cancellation; the estimate is then r + Σ_n γ_n (m_n − r)/T."""
+    that the Gram matrix of the means carries their differences without cancellation; the
+    estimate is then r + Σ_n γ_n (m_n − r)/T."""
+
+    buf: Any
+    compiled: _CompiledRound | None
+
+    def __init__(self, N: int, centred: bool):
+        self.mean = self.buf[:N]  # the reference path's means (its slots never move)
+        self.centred = centred
+        self.ref: Any = None
+
+    def clear(self, centred: bool) -> None:
+        self.buf[...] = 0
+        if self.compiled is not None:
+            self.compiled.clear()
+        self.centred, self.ref = centred, None
+
+    def update(self, arm: int, g: Any, cnt: int,
+               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
+        """The round told: (1 − 1/γ)‖δ‖² (NaN/Inf exactly when G is not finite, and then the
+        state is unchanged) and, if ``with_row``, the pulled arm's Gram row."""
+        if self.compiled is None:
+            inc = self.increment(arm, g, cnt)
+            if not math.isfinite(inc):
+                return inc, None
+            self.commit(arm, cnt)
+            return inc, (self.gram_row(arm) if with_row else None)
+        if self.centred and self.ref is None:  # the first gradient becomes r (m stays 0)
+            inc = self.squared_norm(g) * 0.0
+            if math.isfinite(inc):
+                self.ref = self.copy(g)
+            return inc, (np.zeros(self.compiled.N) if with_row else None)
+        ref = None if self.ref is None else self.host(self.ref)
+        return self.compiled.update(arm, self.host(g), ref, cnt, with_row)
+
+    def result_terms(self, counts: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Weights and rows whose product is Σ_n γ_n m_n: the counts and ``mean``, or, after
+        the compiled pass has moved the means between rows, a weight per row of ``buf``."""
+        if self.compiled is None:
+            return counts, self.mean
+        return self.compiled.weights(counts), self.buf
+
+
+class _NumpyBackend(_Backend):
+    """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
+    allocation (compiled: in one pass, :class:`_CompiledRound`). The estimate
+    Σ_t G_t = Σ_n γ_n m_n is formed once, in result()."""
 
     def __init__(self, N: int, d: int, dtype: Any, centred: bool = False, compiled: bool = False):
         self.dtype = np.dtype(np.float64 if dtype is None else dtype)
-        self.buf = np.zeros((N + 1, d), dtype=self.dtype)  # the arms' means, and a spare row
-        self.mean = self.buf[:N]  # the NumPy path's means (its slots never move)
+        self.buf = np.zeros((N + 1, d), dtype=self.dtype)
         self.delta = np.empty(d, dtype=self.dtype)
         kernel_dtype = self.dtype in (np.float32, np.float64)
         self.compiled = _CompiledRound(self.buf) if compiled and kernel_dtype else None
-        self.centred = centred
-        self.ref: Any = None
+        super().__init__(N, centred)
 
     def convert(self, g: Any) -> np.ndarray:
         return np.asarray(g, dtype=self.dtype)
@@ -122,29 +166,15 @@ class _NumpyBackend:
     def fits(self, g: Any) -> bool:
         return not _is_torch(g)
 
-    def clear(self, centred: bool) -> None:
-        self.buf.fill(0.0)
-        if self.compiled is not None:
-            self.compiled.clear()
-        self.centred, self.ref = centred, None
+    def host(self, x: np.ndarray) -> np.ndarray:
+        return x
 
-    def update(self, arm: int, g: np.ndarray, cnt: int,
-               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
-        """The round told: (1 − 1/γ)‖δ‖² (NaN/Inf exactly when G is not finite, and then the
-        state is unchanged) and, if ``with_row``, the pulled arm's Gram row."""
-        if self.compiled is not None:
-            if self.centred and self.ref is None:  # the first gradient becomes r (m stays 0)
-                with np.errstate(invalid="ignore", over="ignore"):
-                    inc = float(np.dot(g, g)) * 0.0
-                if math.isfinite(inc):
-                    self.ref = g.copy()
-                return inc, (np.zeros(self.compiled.N) if with_row else None)
-            return self.compiled.update(arm, g, self.ref, cnt, with_row)
-        inc = self.increment(arm, g, cnt)
-        if not math.isfinite(inc):
-            return inc, None
-        self.commit(arm, cnt)
-        return inc, (self.gram_row(arm) if with_row else None)
+    def copy(self, x: np.ndarray) -> np.ndarray:
+        return x.copy()
+
+    def squared_norm(self, x: np.ndarray) -> float:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return float(np.dot(x, x))
 
     def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
         """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
@@ -178,14 +208,12 @@ class _NumpyBackend:
             return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
-        if self.compiled is not None:
-            out = self.compiled.weights(counts).astype(self.dtype) @ self.buf / T
-        else:
-            out = counts.astype(self.dtype) @ self.mean / T
+        weights, rows = self.result_terms(counts)
+        out = weights.astype(self.dtype) @ rows / T
         return out if self.ref is None else out + self.ref
 
 
-class _TorchBackend:
+class _TorchBackend(_Backend):
     """Statistics as tensors on the gradients' device; one scalar reaches the host per round
     (on the CPU, with ``compiled``, the round runs as the NumPy backend's compiled pass over
     the tensors' NumPy views)."""
@@ -198,12 +226,10 @@ class _TorchBackend:
         self.dtype = like.dtype if dtype is None else dtype
         self.out_dtype = like.dtype
         self.buf = torch.zeros((N + 1, d), dtype=self.dtype, device=like.device)
-        self.mean = self.buf[:N]
         self.delta = torch.empty(d, dtype=self.dtype, device=like.device)
         on_cpu = like.device.type == "cpu" and self.dtype in (torch.float32, torch.float64)
         self.compiled = _CompiledRound(self.buf.numpy()) if compiled and on_cpu else None
-        self.centred = centred
-        self.ref: Any = None
+        super().__init__(N, centred)
 
     def convert(self, g: Any) -> Any:
         return g.detach().reshape(-1).to(device=self.mean.device, dtype=self.dtype)
@@ -211,28 +237,14 @@ class _TorchBackend:
     def fits(self, g: Any) -> bool:
         return _is_torch(g) and g.device == self.mean.device and g.dtype == self.out_dtype
 
-    def clear(self, centred: bool) -> None:
-        self.buf.zero_()
-        if self.compiled is not None:
-            self.compiled.clear()
-        self.centred, self.ref = centred, None
+    def host(self, x: Any) -> np.ndarray:
+        return x.numpy()
 
-    def update(self, arm: int, g: Any, cnt: int,
-               with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
-        """As :meth:`_NumpyBackend.update`."""
-        if self.compiled is not None:
-            if self.centred and self.ref is None:
-                inc = float(self.torch.dot(g, g).item()) * 0.0
-                if math.isfinite(inc):
-                    self.ref = g.clone()
-                return inc, (np.zeros(self.compiled.N) if with_row else None)
-            ref = None if self.ref is None else self.ref.numpy()
-            return self.compiled.update(arm, g.numpy(), ref, cnt, with_row)
-        inc = self.increment(arm, g, cnt)
-        if not math.isfinite(inc):
-            return inc, None
-        self.commit(arm, cnt)
-        return inc, (self.gram_row(arm) if with_row else None)
+    def copy(self, x: Any) -> Any:
+        return x.clone()
+
+    def squared_norm(self, x: Any) -> float:
+        return float(self.torch.dot(x, x).item())
 
     def increment(self, arm: int, g: Any, cnt: int) -> float:
         if self.ref is None:
@@ -269,11 +281,8 @@ class _TorchBackend:
         return p @ parts, y
 
     def result(self, counts: np.ndarray, T: int) -> Any:
-        if self.compiled is not None:
-            counts, rows = self.compiled.weights(counts), self.buf
-        else:
-            rows = self.mean
-        weights = self.torch.as_tensor(counts, dtype=self.dtype, device=self.mean.device)
+        weights, rows = self.result_terms(counts)
+        weights = self.torch.as_tensor(weights, dtype=self.dtype, device=self.mean.device)
         out = weights @ rows / T
         return (out if self.ref is None else out + self.ref).to(self.out_dtype)
 

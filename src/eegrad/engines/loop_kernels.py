@@ -9,7 +9,6 @@ mean are read once and the new mean written once.
 from __future__ import annotations
 
 import numba as nb
-import numpy as np
 
 
 # reassoc/contract: the sum runs in SIMD lanes (a fixed order for a given build, not NumPy's);
@@ -51,8 +50,3 @@ def tell_pass(g, ref, centred, mean, new_mean, inv_count):  # pragma: no cover -
             new_mean[j] = mean[j] + delta * inv_count
     return acc
 
-
-def new_slots(N: int) -> np.ndarray:
-    """The identity slot map of :class:`eegrad.loop._CompiledRound`: arm n's mean in row n,
-    row N spare."""
-    return np.arange(N + 1, dtype=np.int64)

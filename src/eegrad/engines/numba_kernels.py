@@ -212,14 +212,15 @@ def run_block(
     q_tab = np.empty(size)
     q_at = np.zeros(size, np.int64)
     ci = 0
-    thr = 0.0
+    thr = 0.0  # KL_LCB's level
+    tail = 0.0  # CHI2_LCB's δ_t
     for t in range(1, T + 1):
         s = math.sqrt(math.log(t))
         if rule == KL_LCB:
             lt = math.log(t)
             thr = lt + (params[0] * math.log(lt) if lt > 1 else 0.0)
         elif rule == CHI2_LCB:
-            thr = float(t) ** (-params[0])  # δ_t = t^(−e)
+            tail = float(t) ** (-params[0])  # δ_t = t^(−e)
         for r in range(Rb):
             # -- ask ------------------------------------------------------------------------
             if rule == FIXED or rule == OPTIMAL:
@@ -242,10 +243,10 @@ def run_block(
                         c = count[r, n]
                         nu = params[1] * (c - 1)
                         if c >= size:
-                            q = _chdtri(nu, thr, 0)
+                            q = _chdtri(nu, tail, 0)
                         else:
                             if q_at[c] != t:
-                                q_tab[c] = _chdtri(nu, thr, 0)
+                                q_tab[c] = _chdtri(nu, tail, 0)
                                 q_at[c] = t
                             q = q_tab[c]
                         v = nu * V[r, n] / q
