@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from eegrad import Arms, FixedArm, GaussianOracle, MemoryKLLCB, Quadratic, RoundRobin, run_sgd
-from eegrad.estimators import control_variate_mean, quadratic_final_gaps, standardised_noise
+from eegrad.estimators import (
+    arm_sum,
+    control_variate_mean,
+    quadratic_final_gaps,
+    standardised_noise,
+)
 from eegrad.theory import fixed_oracle_gaps
 
 ETA, K = 0.85, 5
@@ -56,6 +61,21 @@ def test_premise_of_the_control_variate_holds_for_memory_rules():
     per_run = u2.mean(axis=2)  # (R, K)
     se = per_run.std(axis=0, ddof=1) / np.sqrt(R)
     assert np.all(np.abs(per_run.mean(axis=0) - 1.0) < 4 * se)
+
+
+def test_arm_sum_adds_in_arm_order():
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 100, size=(7, 4, 5))
+    values = rng.uniform(0.1, 50.0, size=5)
+    got = arm_sum(counts, values)
+    assert got.shape == (7, 4)
+    # the left-to-right sum, bit for bit (the order the study tables rely on) ...
+    want = np.zeros((7, 4))
+    for n in range(5):
+        want = want + counts[..., n] * values[n]
+    np.testing.assert_array_equal(got, want)
+    # ... which is the matrix product up to rounding
+    np.testing.assert_allclose(got, counts @ values, rtol=1e-14)
 
 
 def test_bad_inputs_are_named():

@@ -29,13 +29,39 @@ estimate beside this one so that the two can be compared.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ._validation import check_array, check_integer, check_real, fail
 
-__all__ = ["control_variate_mean", "quadratic_final_gaps", "standardised_noise"]
+__all__ = ["arm_sum", "control_variate_mean", "quadratic_final_gaps", "standardised_noise"]
+
+
+def arm_sum(counts: Any, values: Any) -> np.ndarray:
+    r""":math:`\sum_n \gamma(n)\, x_n` over the last (arm) axis, added in arm order.
+
+    Not a BLAS product: a BLAS kernel's order of addition depends on the CPU, and a study's
+    tables must be the same bytes on every machine for the same seed.
+
+    Parameters
+    ----------
+    counts : array of shape (..., N)
+        Pulls γ(n) (or any per-arm weights).
+    values : array of shape (N,)
+        The per-arm values x_n (σ_n², Δ_n).
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
+    counts = np.asarray(counts)
+    values = np.asarray(values, dtype=float)
+    total = counts[..., 0] * values[0]
+    for n in range(1, values.shape[0]):
+        total = total + counts[..., n] * values[n]
+    return total
 
 
 def _path(w: Any, counts: Any, sigma2: Any, owner: str) -> tuple[np.ndarray, ...]:
@@ -79,7 +105,7 @@ def standardised_noise(w: Any, counts: Any, sigma2: Any, T: int, eta: float) -> 
 
 def _noise(w: np.ndarray, counts: np.ndarray, sigma2: np.ndarray, T: int, eta: float):
     """:func:`standardised_noise` on checked arrays."""
-    v = counts @ sigma2 / float(T) ** 2  # (R, K)
+    v = arm_sum(counts, sigma2) / float(T) ** 2  # (R, K)
     wk, wk1 = w[:, :-1], w[:, 1:]
     xi = (wk - wk1) / eta - wk  # noise of G_k, ∇F(w_k) = w_k
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -108,7 +134,7 @@ def quadratic_final_gaps(
     eta = check_real(eta, "eta", owner, gt=0.0)
     u = _noise(w, counts, sigma2, T, eta)
     a = 1.0 - eta
-    v_last = counts[:, -1] @ sigma2 / float(T) ** 2
+    v_last = arm_sum(counts[:, -1], sigma2) / float(T) ** 2
     X = 0.5 * np.einsum("rd,rd->r", w[:, -2], w[:, -2]) * (a * a + eta * eta * v_last)
     v_star = sigma2_star / float(T)
     path = np.prod((a - eta * np.sqrt(v_star) * u[:, :-1]) ** 2, axis=1)  # (R, d)
@@ -117,9 +143,10 @@ def quadratic_final_gaps(
 
 
 def _cv_estimate(X: np.ndarray, Y: np.ndarray, mean_Y: float) -> tuple[float, float]:
+    # math.fsum, not a BLAS dot: the sums are exactly rounded, so the same on every CPU.
     dy = Y - Y.mean()
-    var_y = float(dy @ dy)
-    beta = float((X - X.mean()) @ dy / var_y) if var_y > 0 else 0.0
+    var_y = math.fsum(dy * dy)
+    beta = math.fsum((X - X.mean()) * dy) / var_y if var_y > 0 else 0.0
     return float(X.mean() - beta * (Y.mean() - mean_Y)), beta
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from .. import theory
 from ..arms import Arms
 from ..config import ConfigError, ExperimentConfig, check_profiles
+from ..estimators import arm_sum
 from ..experiment import (
     build_objective,
     build_selector,
@@ -66,7 +67,7 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
             snapshots = counts_at_checkpoints(at, sel, grid, streams, cfg.engine)
             for T, lr_T in zip(grid, lr, strict=True):
                 counts = snapshots[T]
-                regret = counts @ arms.delta / (T * arms.sigma2_star)
+                regret = arm_sum(counts, arms.delta) / (T * arms.sigma2_star)
                 m, se = mean_se(regret)
                 lock = float(np.mean(counts[:, arms.n_star - 1] < T / 2))
                 study.rows.append(

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import theory
 from ..config import ConfigError, ExperimentConfig, check_arms_table, dimension, need
+from ..estimators import arm_sum
 from ..experiment import (
     build_arms,
     build_oracle,
@@ -65,8 +66,8 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
                                     engine=cfg.engine)  # fmt: skip
             err = ((res.gradient - grad) ** 2).sum(axis=1) / S
             lhs = err - star_T
-            rhs = (res.counts @ arms.delta) / T**2
-            regret = (res.counts @ arms.delta) / (T * arms.sigma2_star)
+            rhs = arm_sum(res.counts, arms.delta) / T**2
+            regret = arm_sum(res.counts, arms.delta) / (T * arms.sigma2_star)
             z = float(theory.Z_T(T, arms.sigma2, S, sel_cfg.value("alpha"), beta, P, c, oracle.d))
             row = _row(T, "eegrad", c, *mean_se(err), star_T, z, R)
             row.update(zip(("identity_lhs_mean", "identity_lhs_se"), mean_se(lhs), strict=True))
