@@ -121,6 +121,108 @@ def _kl_argmin(N, scale, y, x):  # pragma: no cover - compiled
     return arm
 
 
+#: Relative slack of :func:`_chi2_argmin`'s bounds: above the error of SciPy's quantile.
+_QUANTILE_SLACK = 1e-9
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _chi2_quantile(nu, c, t, tail, q_tab, q_at):  # pragma: no cover - compiled
+    """q_ν(1 − δ_t) by SciPy's chdtri, once per distinct count and round (``q_tab[c]``, valid
+    where ``q_at[c] == t``), as the NumPy rule once per distinct ν."""
+    if c >= q_tab.shape[0]:
+        return _chdtri(nu, tail, 0)
+    if q_at[c] != t:
+        q_tab[c] = _chdtri(nu, tail, 0)
+        q_at[c] = t
+    return q_tab[c]
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _chi2_argmin(r, N, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last, count_last,
+                 lo, hi, exact):  # pragma: no cover - compiled
+    r"""argmin_n ν_n V_n / q_{ν_n}(1 − δ_t) (ties: the smallest n, as np.argmin of ChiSquareLCB's
+    indices), with SciPy's quantile evaluated only where it can matter.
+
+    Each arm keeps its last exact quantile q₀ (count γ₀, level L₀ = ln 1/δ), which bounds its
+    index on both sides until it is evaluated again:
+
+    * from above, ν V / q₀: the quantile grows with ν and with L;
+    * from below, if the arm was not pulled since (same ν) and ν ≥ 2, ν V / q̄ with
+
+      .. math:: \bar q = q_0 + (L_t - L_0)\,\frac{2 q_0}{q_0 - \nu + 2}
+
+      for the quantile is concave in L (dq/dL = S(q)/f(q), the inverse hazard of χ²_ν,
+      decreases in q as the density is log-concave) and S(q)/f(q) ≤ 2q/(q − ν + 2) for
+      q > ν − 2 (the Gamma law's Mills ratio bound).
+
+    An arm whose upper bound is below every other arm's lower bound is the argmin, and no
+    quantile is evaluated. Otherwise, as :func:`_kl_argmin`: the arm of the smallest lower
+    bound is evaluated first, another only if its bound does not exceed the best index so
+    far. Either way the choice is the argmin of the exact indices. ``V``, ``count``,
+    ``q_last``, ``level_last``, ``count_last``: the block's (Rb, N) arrays, of which the rule
+    reads and writes row ``r``; ``lo``, ``hi`` and ``exact``: scratch of length N."""
+    for n in range(N):
+        c = count[r, n]
+        nu = dims * (c - 1)
+        c0 = count_last[r, n]
+        q0 = q_last[r, n]
+        if c0 == 0:  # no quantile yet (a block's first choice)
+            exact[n] = 0.0
+            _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
+                        count_last, lo, hi, exact)  # fmt: skip
+            continue
+        exact[n] = 0.0
+        hi[n] = nu * V[r, n] / q0 * (1.0 + _QUANTILE_SLACK)
+        if c0 == c and nu >= 2.0 and q0 > nu - 2.0:
+            q = q0 + (level - level_last[r, n]) * (2.0 * q0 / (q0 - nu + 2.0))
+            lo[n] = nu * V[r, n] / q * (1.0 - _QUANTILE_SLACK)
+        else:
+            lo[n] = -np.inf  # unknown: evaluated if it can matter
+    first = 0
+    for n in range(1, N):
+        if hi[n] < hi[first]:
+            first = n
+    alone = True
+    for n in range(N):
+        if n != first and not lo[n] > hi[first]:
+            alone = False
+            break
+    if alone:
+        return first  # below every other arm's lower bound: the argmin, whatever the values
+    first = 0
+    for n in range(1, N):
+        if lo[n] < lo[first]:
+            first = n
+    arm = first
+    best = _chi2_exact(r, first, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
+                       count_last, lo, hi, exact)  # fmt: skip
+    for n in range(N):
+        if n == first:
+            continue
+        if exact[n] == 0.0 and lo[n] > best:
+            continue  # its index exceeds the bound, which exceeds the best: not chosen
+        v = _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
+                        count_last, lo, hi, exact)  # fmt: skip
+        if v < best or (v == best and n < arm):
+            best = v
+            arm = n
+    return arm
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last, count_last,
+                lo, hi, exact):  # pragma: no cover - compiled
+    """Arm n's exact χ²-LCB index (:func:`_chi2_argmin`), its quantile then kept as its last."""
+    if exact[n] == 0.0:
+        c = count[r, n]
+        nu = dims * (c - 1)
+        q = _chi2_quantile(nu, c, t, tail, q_tab, q_at)
+        q_last[r, n], level_last[r, n], count_last[r, n] = q, level, c
+        lo[n] = hi[n] = nu * V[r, n] / q
+        exact[n] = 1.0
+    return lo[n]
+
+
 @nb.njit(nogil=True, cache=True, inline="always")
 def _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total):  # pragma: no cover - compiled
     """The oracle: G = ∇F + (√σ_n² √M) z into ``g``, added to ``total[r]``."""
@@ -205,15 +307,20 @@ def run_block(
     # V_t(n) and (γ − 1)^(−1/2), cached: they change only when arm n is pulled.
     V = np.empty((Rb, N))
     isg = np.empty((Rb, N))
-    kl_v, kl_y, kl_x = np.empty(N), np.empty(N), np.empty(N)  # KL_LCB's scratch
+    kl_v, kl_y, kl_x = np.empty(N), np.empty(N), np.empty(N)  # KL_LCB's and CHI2_LCB's scratch
     # CHI2_LCB: the round's quantile depends on t and the count only — one per distinct count
     # and round (q_tab[γ], valid where q_at[γ] == t), as the NumPy rule's one per distinct ν.
     size = min(T, _QUANTILE_TABLE) + 1 if rule == CHI2_LCB else 1
     q_tab = np.empty(size)
     q_at = np.zeros(size, np.int64)
+    # and each arm's last exact quantile, its level and count (:func:`_chi2_argmin`)
+    cached = (Rb, N) if rule == CHI2_LCB else (1, 1)
+    q_last, level_last = np.empty(cached), np.empty(cached)
+    count_last = np.zeros(cached, np.int64)
     ci = 0
     thr = 0.0  # KL_LCB's level
     tail = 0.0  # CHI2_LCB's δ_t
+    level = 0.0  # and its ln(1/δ_t)
     for t in range(1, T + 1):
         s = math.sqrt(math.log(t))
         if rule == KL_LCB:
@@ -221,6 +328,7 @@ def run_block(
             thr = lt + (params[0] * math.log(lt) if lt > 1 else 0.0)
         elif rule == CHI2_LCB:
             tail = float(t) ** (-params[0])  # δ_t = t^(−e)
+            level = params[0] * math.log(t)
         for r in range(Rb):
             # -- ask ------------------------------------------------------------------------
             if rule == FIXED or rule == OPTIMAL:
@@ -232,6 +340,9 @@ def run_block(
                     kl_v[n] = V[r, n]
                     kl_y[n] = 2.0 * thr / (params[1] * (count[r, n] - 1))
                 arm = _kl_argmin(N, kl_v, kl_y, kl_x)
+            elif rule == CHI2_LCB:
+                arm = _chi2_argmin(r, N, params[1], V, count, t, tail, level, q_tab, q_at, q_last,
+                                   level_last, count_last, kl_v, kl_y, kl_x)  # fmt: skip
             else:
                 arm = 0
                 best = np.inf
@@ -239,17 +350,6 @@ def run_block(
                     if rule == EEGRAD:
                         gn = isg[r, n]
                         v = V[r, n] - _funcf_width(params[0], P[r], params[1], params[2], s, gn)
-                    elif rule == CHI2_LCB:
-                        c = count[r, n]
-                        nu = params[1] * (c - 1)
-                        if c >= size:
-                            q = _chdtri(nu, tail, 0)
-                        else:
-                            if q_at[c] != t:
-                                q_tab[c] = _chdtri(nu, tail, 0)
-                                q_at[c] = t
-                            q = q_tab[c]
-                        v = nu * V[r, n] / q
                     elif rule == THOMPSON:
                         nu = params[0] * (count[r, n] - 1)
                         v = nu * V[r, n] / (2.0 * sgen.standard_gamma(nu / 2.0))
