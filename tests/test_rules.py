@@ -86,37 +86,79 @@ def test_kl_ratio_for_tiny_levels_and_compiled_equal():
     np.testing.assert_allclose(kl_lcb_ratio(y) - 1, s + s * s / 3 + s**3 / 36, rtol=1e-6,
                                atol=4 * np.finfo(float).eps)  # fmt: skip
     pytest.importorskip("numba")
-    from eegrad.engines.numba_kernels import _kl_ratio
+    from eegrad.engines.index_kernels import kl_ratio
 
     y = np.concatenate([[0.0], np.logspace(-24, 8, 300)])
-    np.testing.assert_array_max_ulp(np.array([_kl_ratio(v) for v in y]), kl_lcb_ratio(y), maxulp=2)
+    np.testing.assert_array_max_ulp(np.array([kl_ratio(v) for v in y]), kl_lcb_ratio(y), maxulp=2)
 
 
 def test_compiled_kl_argmin_is_the_argmin_of_the_solved_indices():
-    """The compiled kl-LCB choice solves a root to the end only where an arm's lower bound (its
-    first Newton step) does not exceed the best index: its choice must be np.argmin of the fully
-    solved indices — on random levels from 1e-12 to 50 (some 0), and on near ties: scales
-    s_n = x_n (1 + k ε) for the solved roots x_n, so that the indices tie or differ in the last
-    few bits, where only the full solve can decide (ties: the smallest n)."""
+    """The compiled kl-LCB choice solves an arm's root only where the bounds from its last
+    solved root (tangent and chord, kept between rounds) cannot decide: its choice must be
+    np.argmin of the fully solved indices — over runs of rounds whose levels move up and down
+    (from 1e-12 to 50, some 0), with random scales, and with near ties: scales s_n =
+    x_n (1 + k ε) for the solved roots x_n, so that the indices tie or differ in the last few
+    bits, where only the solve can decide (ties: the smallest n)."""
     pytest.importorskip("numba")
-    from eegrad.engines.numba_kernels import _kl_argmin, _kl_ratio
+    from eegrad.engines.index_kernels import KL_ROOT, index_cache, kl_ratio, lazy_argmin
 
     rng = np.random.default_rng(11)
     checked = 0
-    for trial in range(3000):
+    for _ in range(300):
         N = int(rng.integers(2, 7))
+        cache = index_cache(KL_ROOT, 2, N, 1)
+        scratch = np.empty(N), np.empty(N), np.empty(N)
         y = 10.0 ** rng.uniform(-12, np.log10(50), N)
-        y[rng.random(N) < 0.1] = 0.0
-        x = np.array([_kl_ratio(v) for v in y])
-        if trial % 2:
-            scale = x * (1 + rng.integers(-2, 3, N) * np.finfo(float).eps)
-        else:
-            scale = rng.uniform(0.5, 2.0, N)
-        want = int(np.argmin(scale / x))
-        got = _kl_argmin(N, scale, y.copy(), np.empty(N))
-        assert got == want, (y, scale)
-        checked += 1
-    assert checked == 3000
+        for rnd in range(20):
+            y = y * np.exp(rng.normal(0.0, [0.01, 0.3][rnd % 2], N))  # small and large moves
+            y[rng.random(N) < 0.05] = 0.0
+            x = np.array([kl_ratio(v) for v in y])
+            if rnd % 3 == 0:
+                scale = x * (1 + rng.integers(-2, 3, N) * np.finfo(float).eps)
+            else:
+                scale = rng.uniform(0.5, 2.0, N)
+            want = int(np.argmin(scale / x))
+            got = lazy_argmin(KL_ROOT, N, scale, y, 1, cache[2], 0, 0.0, 0.0, *cache, *scratch)
+            assert got == want, (y, scale)
+            checked += 1
+    assert checked == 6000
+
+
+def test_compiled_chi2_argmin_is_the_argmin_of_the_quantile_indices():
+    """The compiled χ²-LCB choice calls SciPy's quantile only where the bounds from an arm's
+    last quantile cannot decide (above: the quantile grows with ν and the level; below, for an
+    arm not pulled since: the tangent in the level). Over runs of rounds in which one arm is
+    pulled at a time (counts and t only grow, as in a run), its choice must be np.argmin of
+    ν V / q_ν(1 − t^(−e)) computed by SciPy — on random V, and on near ties (V set so that the
+    indices tie or differ in the last bits)."""
+    pytest.importorskip("numba")
+    from scipy.special import chdtri
+
+    from eegrad.engines.index_kernels import CHI2_QUANTILE, index_cache, lazy_argmin
+
+    rng = np.random.default_rng(12)
+    checked = 0
+    for trial in range(200):
+        N, dims, e = int(rng.integers(2, 6)), float(rng.integers(1, 4)), 2.0
+        T = 400
+        cache = index_cache(CHI2_QUANTILE, 1, N, T)
+        scratch = np.empty(N), np.empty(N), np.empty(N)
+        count = rng.integers(2, 6, (1, N))
+        V = rng.uniform(0.5, 2.0, N)
+        for t in range(2 * N + 1, T, 7):
+            nu = dims * (count[0] - 1.0)
+            q = chdtri(nu, float(t) ** -e)
+            if trial % 2 and t % 3 == 0:  # near ties: equal indices up to a few bits
+                V = q / nu * (1 + rng.integers(-2, 3, N) * np.finfo(float).eps)
+            want = int(np.argmin(nu * V / q))
+            got = lazy_argmin(CHI2_QUANTILE, N, nu * V, nu, 0, count, t, float(t) ** -e,
+                              e * np.log(t), *cache, *scratch)  # fmt: skip
+            assert got == want, (t, count, V)
+            checked += 1
+            pulled = got if rng.random() < 0.7 else int(rng.integers(N))
+            count[0, pulled] += 1
+            V[pulled] *= np.exp(rng.normal(0.0, 0.1))  # the pulled arm's statistic moves
+    assert checked > 5000
 
 
 def test_thompson_draws_from_the_inverse_gamma_posterior():

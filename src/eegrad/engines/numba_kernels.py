@@ -11,216 +11,20 @@ from __future__ import annotations
 
 import math
 
-import llvmlite.binding as llvm
 import numba as nb
 import numpy as np
-from numba import types
-from numba.extending import get_cython_function_address
 
-from ..selectors.rules import ONE_UP
 from ..theory import funcf_width
+from .index_kernels import CHI2_QUANTILE, KL_ROOT, index_cache, lazy_argmin
 
 #: Eq. (funcf), compiled from its one definition.
 _funcf_width = nb.njit(nogil=True, cache=True)(funcf_width)
-
-# SciPy's χ² quantile, the function the NumPy χ²-LCB calls (scipy.special.chdtri), from SciPy's
-# Cython API. The compiled code links to it by a symbol name, not an address, so that Numba's
-# on-disk cache stays valid from one process to the next.
-llvm.add_symbol("eegrad_scipy_chdtri",
-                get_cython_function_address("scipy.special.cython_special", "chdtri"))
-_chdtri = types.ExternalFunction("eegrad_scipy_chdtri",
-                                 types.float64(types.float64, types.float64, types.intc))
-
-#: Counts below this share one χ² quantile per round in run_block (a table of this many floats
-#: per block).
-_QUANTILE_TABLE = 1 << 16
 
 # Rule codes of run_block, and the names a rule's KernelSpec gives them.
 EEGRAD, GREEDY, FIXED, OPTIMAL, ROUND_ROBIN, KL_LCB, THOMPSON, CHI2_LCB = range(8)
 RULE_CODES = {"eegrad": EEGRAD, "greedy": GREEDY, "fixed": FIXED, "optimal": OPTIMAL,
               "round_robin": ROUND_ROBIN, "kl_lcb": KL_LCB, "thompson": THOMPSON,
               "chi2_lcb": CHI2_LCB}  # fmt: skip
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _kl_first(y):  # pragma: no cover - compiled
-    """The start and first Newton step of :func:`_kl_ratio`: (x, done). Not done, x lies above
-    the root (the first step sends any start above it, and the later steps decrease), so
-    V / x is a lower bound of the index V / root; done, x is :func:`_kl_ratio`'s value."""
-    if not y > 0:
-        return 1.0, True
-    s = math.sqrt(2.0 * y)
-    x = max(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
-    step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
-    if step == x:
-        return x, True
-    return step, False
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _kl_rest(y, x):  # pragma: no cover - compiled
-    """The Newton steps of :func:`_kl_ratio` after :func:`_kl_first`'s, from its ``x``."""
-    for _ in range(29):
-        step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
-        if step == x:  # a fixed point: the remaining iterations would return x unchanged
-            break
-        x = step
-    return x
-
-
-@nb.njit(nogil=True, cache=True)
-def _kl_ratio(y):  # pragma: no cover - compiled
-    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same start, same operations: at
-    most 30 Newton steps, stopping at a fixed point)."""
-    x, done = _kl_first(y)
-    return x if done else _kl_rest(y, x)
-
-
-#: Relative slack of the lower bounds in :func:`_kl_argmin`: a bound counts only when it exceeds
-#: the best index by more than any last-bit wobble of the Newton steps near the root.
-_BOUND_SLACK = 1e-12
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _kl_argmin(N, scale, y, x):  # pragma: no cover - compiled
-    """argmin_n scale[n] / root(y[n]) (ties: the smallest n, as np.argmin of the indices), with
-    the root of x − 1 − ln x = y solved to the end only where it can matter.
-
-    Every arm's first Newton step (:func:`_kl_first`) bounds its index from below; the arm of
-    the smallest bound is solved first, and another arm only if its bound does not exceed the
-    best index so far. The chosen arm is the argmin of the fully solved indices, whose values
-    are those of :func:`_kl_ratio` — the choice is the same, a fraction of the logarithms
-    spent. ``y`` and ``x`` are scratch of length N; ``y`` holds the levels on entry (−1 marks
-    a solved arm on exit)."""
-    first = 0
-    low = np.inf
-    for n in range(N):
-        xn, done = _kl_first(y[n])
-        x[n] = xn
-        if done:
-            y[n] = -1.0
-        bound = scale[n] / xn
-        if bound < low:
-            low = bound
-            first = n
-    if y[first] >= 0.0:
-        x[first] = _kl_rest(y[first], x[first])
-    arm = first
-    best = scale[first] / x[first]
-    for n in range(N):
-        if n == first:
-            continue
-        if y[n] >= 0.0:
-            if scale[n] / x[n] * (1.0 - _BOUND_SLACK) > best:
-                continue  # its index exceeds the bound, which exceeds the best: not chosen
-            x[n] = _kl_rest(y[n], x[n])
-        v = scale[n] / x[n]
-        if v < best or (v == best and n < arm):
-            best = v
-            arm = n
-    return arm
-
-
-#: Relative slack of :func:`_chi2_argmin`'s bounds: above the error of SciPy's quantile.
-_QUANTILE_SLACK = 1e-9
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _chi2_quantile(nu, c, t, tail, q_tab, q_at):  # pragma: no cover - compiled
-    """q_ν(1 − δ_t) by SciPy's chdtri, once per distinct count and round (``q_tab[c]``, valid
-    where ``q_at[c] == t``), as the NumPy rule once per distinct ν."""
-    if c >= q_tab.shape[0]:
-        return _chdtri(nu, tail, 0)
-    if q_at[c] != t:
-        q_tab[c] = _chdtri(nu, tail, 0)
-        q_at[c] = t
-    return q_tab[c]
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _chi2_argmin(r, N, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last, count_last,
-                 lo, hi, exact):  # pragma: no cover - compiled
-    r"""argmin_n ν_n V_n / q_{ν_n}(1 − δ_t) (ties: the smallest n, as np.argmin of ChiSquareLCB's
-    indices), with SciPy's quantile evaluated only where it can matter.
-
-    Each arm keeps its last exact quantile q₀ (count γ₀, level L₀ = ln 1/δ), which bounds its
-    index on both sides until it is evaluated again:
-
-    * from above, ν V / q₀: the quantile grows with ν and with L;
-    * from below, if the arm was not pulled since (same ν) and ν ≥ 2, ν V / q̄ with
-
-      .. math:: \bar q = q_0 + (L_t - L_0)\,\frac{2 q_0}{q_0 - \nu + 2}
-
-      for the quantile is concave in L (dq/dL = S(q)/f(q), the inverse hazard of χ²_ν,
-      decreases in q as the density is log-concave) and S(q)/f(q) ≤ 2q/(q − ν + 2) for
-      q > ν − 2 (the Gamma law's Mills ratio bound).
-
-    An arm whose upper bound is below every other arm's lower bound is the argmin, and no
-    quantile is evaluated. Otherwise, as :func:`_kl_argmin`: the arm of the smallest lower
-    bound is evaluated first, another only if its bound does not exceed the best index so
-    far. Either way the choice is the argmin of the exact indices. ``V``, ``count``,
-    ``q_last``, ``level_last``, ``count_last``: the block's (Rb, N) arrays, of which the rule
-    reads and writes row ``r``; ``lo``, ``hi`` and ``exact``: scratch of length N."""
-    for n in range(N):
-        c = count[r, n]
-        nu = dims * (c - 1)
-        c0 = count_last[r, n]
-        q0 = q_last[r, n]
-        if c0 == 0:  # no quantile yet (a block's first choice)
-            exact[n] = 0.0
-            _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
-                        count_last, lo, hi, exact)  # fmt: skip
-            continue
-        exact[n] = 0.0
-        hi[n] = nu * V[r, n] / q0 * (1.0 + _QUANTILE_SLACK)
-        if c0 == c and nu >= 2.0 and q0 > nu - 2.0:
-            q = q0 + (level - level_last[r, n]) * (2.0 * q0 / (q0 - nu + 2.0))
-            lo[n] = nu * V[r, n] / q * (1.0 - _QUANTILE_SLACK)
-        else:
-            lo[n] = -np.inf  # unknown: evaluated if it can matter
-    first = 0
-    for n in range(1, N):
-        if hi[n] < hi[first]:
-            first = n
-    alone = True
-    for n in range(N):
-        if n != first and not lo[n] > hi[first]:
-            alone = False
-            break
-    if alone:
-        return first  # below every other arm's lower bound: the argmin, whatever the values
-    first = 0
-    for n in range(1, N):
-        if lo[n] < lo[first]:
-            first = n
-    arm = first
-    best = _chi2_exact(r, first, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
-                       count_last, lo, hi, exact)  # fmt: skip
-    for n in range(N):
-        if n == first:
-            continue
-        if exact[n] == 0.0 and lo[n] > best:
-            continue  # its index exceeds the bound, which exceeds the best: not chosen
-        v = _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last,
-                        count_last, lo, hi, exact)  # fmt: skip
-        if v < best or (v == best and n < arm):
-            best = v
-            arm = n
-    return arm
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _chi2_exact(r, n, dims, V, count, t, tail, level, q_tab, q_at, q_last, level_last, count_last,
-                lo, hi, exact):  # pragma: no cover - compiled
-    """Arm n's exact χ²-LCB index (:func:`_chi2_argmin`), its quantile then kept as its last."""
-    if exact[n] == 0.0:
-        c = count[r, n]
-        nu = dims * (c - 1)
-        q = _chi2_quantile(nu, c, t, tail, q_tab, q_at)
-        q_last[r, n], level_last[r, n], count_last[r, n] = q, level, c
-        lo[n] = hi[n] = nu * V[r, n] / q
-        exact[n] = 1.0
-    return lo[n]
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -307,16 +111,13 @@ def run_block(
     # V_t(n) and (γ − 1)^(−1/2), cached: they change only when arm n is pulled.
     V = np.empty((Rb, N))
     isg = np.empty((Rb, N))
-    kl_v, kl_y, kl_x = np.empty(N), np.empty(N), np.empty(N)  # KL_LCB's and CHI2_LCB's scratch
-    # CHI2_LCB: the round's quantile depends on t and the count only — one per distinct count
-    # and round (q_tab[γ], valid where q_at[γ] == t), as the NumPy rule's one per distinct ν.
-    size = min(T, _QUANTILE_TABLE) + 1 if rule == CHI2_LCB else 1
-    q_tab = np.empty(size)
-    q_at = np.zeros(size, np.int64)
-    # and each arm's last exact quantile, its level and count (:func:`_chi2_argmin`)
-    cached = (Rb, N) if rule == CHI2_LCB else (1, 1)
-    q_last, level_last = np.empty(cached), np.empty(cached)
-    count_last = np.zeros(cached, np.int64)
+    # KL_LCB and CHI2_LCB: the round's index scales and levels, the bounds' scratch and the
+    # roots kept between rounds (index_kernels.lazy_argmin)
+    scales, levels = np.empty(N), np.empty(N)
+    lo, hi, exact = np.empty(N), np.empty(N), np.empty(N)
+    kind = CHI2_QUANTILE if rule == CHI2_LCB else KL_ROOT
+    root_last, at_last, count_last, q_tab, q_at = index_cache(
+        kind, Rb if rule == KL_LCB or rule == CHI2_LCB else 1, N, T)
     ci = 0
     thr = 0.0  # KL_LCB's level
     tail = 0.0  # CHI2_LCB's δ_t
@@ -337,12 +138,18 @@ def run_block(
                 arm = (t - 1) % N
             elif rule == KL_LCB:
                 for n in range(N):
-                    kl_v[n] = V[r, n]
-                    kl_y[n] = 2.0 * thr / (params[1] * (count[r, n] - 1))
-                arm = _kl_argmin(N, kl_v, kl_y, kl_x)
+                    scales[n] = V[r, n]
+                    levels[n] = 2.0 * thr / (params[1] * (count[r, n] - 1))
+                arm = lazy_argmin(KL_ROOT, N, scales, levels, r, count, t, 0.0, 0.0, root_last,
+                                  at_last, count_last, q_tab, q_at, lo, hi, exact)  # fmt: skip
             elif rule == CHI2_LCB:
-                arm = _chi2_argmin(r, N, params[1], V, count, t, tail, level, q_tab, q_at, q_last,
-                                   level_last, count_last, kl_v, kl_y, kl_x)  # fmt: skip
+                for n in range(N):
+                    nu = params[1] * (count[r, n] - 1)
+                    scales[n] = nu * V[r, n]  # the index ν V / q, in the NumPy rule's order
+                    levels[n] = nu
+                arm = lazy_argmin(CHI2_QUANTILE, N, scales, levels, r, count, t, tail, level,
+                                  root_last, at_last, count_last, q_tab, q_at, lo, hi,
+                                  exact)  # fmt: skip
             else:
                 arm = 0
                 best = np.inf
@@ -378,12 +185,13 @@ MEMORY_CODES = {"memory_thompson": MEMORY_THOMPSON, "memory_kl_lcb": MEMORY_KL_L
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
-def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, y,
-                x):  # pragma: no cover - compiled
+def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r, root_last,
+                at_last, count_last, q_tab, q_at, y, lo, hi, exact):  # pragma: no cover - compiled
     """The memory rule's choice at global round ``tg``: the argmin (ties: the smallest n) of
     MemoryThompson.index or MemoryKLLCB.index — the same draws in the same order, the same
-    operations; kl-LCB's roots solved to the end only where they can matter
-    (:func:`_kl_argmin`). ``y`` and ``x``: scratch of length N."""
+    operations; kl-LCB's roots solved only where they can matter
+    (:func:`index_kernels.lazy_argmin`, row ``r`` of its cache ``root_last`` ... ``q_at``).
+    ``y``, ``lo``, ``hi``, ``exact``: scratch of length N."""
     if rule == MEMORY_THOMPSON:
         arm = 0
         best = np.inf
@@ -409,7 +217,9 @@ def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, 
             left = max(horizon - tg + 1, 0)
             level = math.log(max(left / (N * pulls), 1.0))
         y[n] = 2.0 * level / nu[n]
-    return _kl_argmin(N, s2, y, x)
+    # (kl-LCB reads no counts: count_last stands in for them)
+    return lazy_argmin(KL_ROOT, N, s2, y, r, count_last, tg, 0.0, 0.0, root_last, at_last,
+                       count_last, q_tab, q_at, lo, hi, exact)  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
@@ -488,26 +298,32 @@ def _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
 def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_dev, sq_coord, s2,
-                  cache_num, cache_dof, cache_pulls, sgen, nu, wt, mu, m,
-                  S):  # pragma: no cover - compiled
+                  cache_num, cache_dof, cache_pulls, sgen, r, root_last, at_last, count_last, q_tab,
+                  q_at, nu, wt, mu, m, S, lo, hi, exact):  # pragma: no cover - compiled
     """A rule with memory's choice at global round ``tg`` for one realization: the round's refit
     (``s2`` updated in place) and the argmin of the arms' indices (ties: the smallest n, as
     np.argmin; :func:`_memory_arm`). Used by :func:`run_memory_block` per realization and by the rule itself for one
     realization (a user's loop). Arrays as :func:`_refit_current`, scratch from
-    :func:`memory_scratch`; ``count`` as floats."""
+    :func:`memory_scratch` (``root_last`` ... ``q_at``: kl-LCB's roots kept between rounds, of
+    which row ``r`` is this realization's); ``count`` as floats."""
     N = s2.shape[0]
     _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
                    nu, wt, mu, m, S)  # fmt: skip
-    # wt and mu are free once the refit is done: the choice's scratch.
-    return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, wt, mu)
+    # wt is free once the refit is done: the choice's scratch.
+    return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r,
+                       root_last, at_last, count_last, q_tab, q_at, wt, lo, hi,
+                       exact)  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True)
-def memory_scratch(N, d, scalar):  # pragma: no cover - compiled
-    """The scratch arrays of :func:`memory_choice` for N arms and dimension d (ν, weights,
-    μ or (G w), m, S), allocated once per block or per rule."""
+def memory_scratch(N, d, scalar, Rb):  # pragma: no cover - compiled
+    """The scratch arrays of :func:`memory_choice` for Rb realizations, N arms and dimension d
+    (kl-LCB's roots for Rb realizations, then ν, weights, μ or (G w), m, S and the choice's
+    bounds), allocated once per block or per rule."""
     nc = 1 if scalar else d
-    return np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc))
+    return index_cache(KL_ROOT, Rb, N, 1) + (  # noqa: RUF005 - Numba joins tuples with +
+        np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc)),
+        np.empty(N), np.empty(N), np.empty(N))
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
@@ -525,7 +341,8 @@ def run_memory_block(
     N = scale.shape[0]
     z = np.empty(d)
     g = np.empty(d)
-    nu, wt, mu, m, S = memory_scratch(N, d, scalar)
+    (root_last, at_last, count_last, q_tab, q_at, nu, wt, mu, m, S, lo, hi,
+     exact) = memory_scratch(N, d, scalar, Rb)
     cnt_f = np.empty(N)
     ci = 0
     for t in range(1, T + 1):
@@ -537,8 +354,9 @@ def run_memory_block(
                     cnt_f[n] = count[r, n]
                 arm = memory_choice(rule, loglog, horizon, rounds_before + t, d, scalar, False,
                                     cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r], cache_num[r],
-                                    cache_dof[r], cache_pulls[r], sgen, nu, wt, mu, m,
-                                    S)  # fmt: skip
+                                    cache_dof[r], cache_pulls[r], sgen, r, root_last, at_last,
+                                    count_last, q_tab, q_at, nu, wt, mu, m, S, lo, hi,
+                                    exact)  # fmt: skip
             _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)

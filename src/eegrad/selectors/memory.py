@@ -354,13 +354,13 @@ class MemoryRule(Selector):
         else:
             gram, where = False, st.mean[0]
         if self._scratch is None:
-            self._scratch = k.memory_scratch(N, d, self.scalar)
+            self._scratch = k.memory_scratch(N, d, self.scalar, 1)
         sq_coord = self._no_coord if self.scalar else st.sq_coord[0]
         gen = self._choice_generator()
         return int(k.memory_choice(k.MEMORY_CODES[name], loglog, horizon, tg, d, self.scalar,
                                    gram, count, where, st.sq_dev[0], sq_coord, self.sigma2[0],
                                    self._cache_num[0], self._cache_dof[0], self._cache_pulls[0],
-                                   gen, *self._scratch))  # fmt: skip
+                                   gen, 0, *self._scratch))  # fmt: skip
 
     def _choice_generator(self) -> np.random.Generator:
         """The generator the index draws from for one realization (a rule that draws nothing:
