@@ -96,7 +96,8 @@ class ChiSquareLCB(_ScaleRule):
 
     def kernel_spec(self, rounds: int) -> KernelSpec:
         """The compiled index: the exponent and the dimensions per pull (the kernel calls the
-        same SciPy function, once per distinct count and round)."""
+        same SciPy function, only where the bounds from an arm's last quantile cannot decide
+        the round's argmin: :func:`eegrad.engines.index_kernels.lazy_argmin`)."""
         return KernelSpec("index", "chi2_lcb", (self.exponent, self._per_pull()))
 
     def index(self, t: int) -> np.ndarray:
