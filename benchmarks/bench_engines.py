@@ -36,7 +36,9 @@ import time
 import numpy as np
 
 from eegrad import (
+    KLLCB,
     Arms,
+    ChiSquareLCB,
     EEGrad,
     GaussianOracle,
     MemoryKLLCB,
@@ -152,7 +154,8 @@ def floor_normals_threads(count: int, threads: int) -> None:
 
 
 #: The selection rules compared in the second table: (name, constructor).
-RULES = [("EEGrad", EEGrad), ("ThompsonVariance", ThompsonVariance),
+RULES = [("EEGrad", EEGrad), ("KLLCB", KLLCB), ("ChiSquareLCB", ChiSquareLCB),
+         ("ThompsonVariance", ThompsonVariance),
          ("MemoryThompson", MemoryThompson), ("MemoryKLLCB", MemoryKLLCB)]  # fmt: skip
 
 
