@@ -4,7 +4,9 @@ Imported only when Numba is installed. Each kernel call runs one block with its 
 ``numpy.random.Generator`` and releases the GIL (``nogil=True``), so blocks run on threads in
 parallel while every block's numbers are those of the NumPy engine: the same generator, the
 same draws in the same order (round-major, then realization, then coordinate) and the same
-floating-point operations in the same order.
+floating-point operations in the same order. kl-LCB's and χ²-LCB's indices (and the memory
+kl-LCB's) are evaluated only where a round's argmin needs them (:mod:`.index_kernels`); the
+evaluated ones are the NumPy rules' values, so the choices are theirs.
 """
 
 from __future__ import annotations
