@@ -118,7 +118,7 @@ def test_compiled_kl_argmin_is_the_argmin_of_the_solved_indices():
             else:
                 scale = rng.uniform(0.5, 2.0, N)
             want = int(np.argmin(scale / x))
-            got = lazy_argmin(KL_ROOT, N, scale, y, 1, cache[2], 0, 0.0, 0.0, *cache, *scratch)
+            got = lazy_argmin(KL_ROOT, N, scale, y, 1, cache[2], 0, 0.0, 0.0, cache, *scratch)
             assert got == want, (y, scale)
             checked += 1
     assert checked == 6000
@@ -152,7 +152,7 @@ def test_compiled_chi2_argmin_is_the_argmin_of_the_quantile_indices():
                 V = q / nu * (1 + rng.integers(-2, 3, N) * np.finfo(float).eps)
             want = int(np.argmin(nu * V / q))
             got = lazy_argmin(CHI2_QUANTILE, N, nu * V, nu, 0, count, t, float(t) ** -e,
-                              e * np.log(t), *cache, *scratch)  # fmt: skip
+                              e * np.log(t), cache, *scratch)  # fmt: skip
             assert got == want, (t, count, V)
             checked += 1
             pulled = got if rng.random() < 0.7 else int(rng.integers(N))

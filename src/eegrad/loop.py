@@ -114,12 +114,13 @@ class _Backend:
         self.mean = self.buf[:N]  # the reference path's means (its slots never move)
         self.centred = centred
         self.ref: Any = None
+        self.ref_host: np.ndarray | None = None  # the compiled pass's view of ref, made once
 
     def clear(self, centred: bool) -> None:
         self.buf[...] = 0
         if self.compiled is not None:
             self.compiled.clear()
-        self.centred, self.ref = centred, None
+        self.centred, self.ref, self.ref_host = centred, None, None
 
     def update(self, arm: int, g: Any, cnt: int,
                with_row: bool) -> tuple[float, np.ndarray | None]:  # fmt: skip
@@ -135,9 +136,9 @@ class _Backend:
             inc = self.squared_norm(g) * 0.0
             if math.isfinite(inc):
                 self.ref = self.copy(g)
+                self.ref_host = self.host(self.ref)
             return inc, (np.zeros(self.compiled.N) if with_row else None)
-        ref = None if self.ref is None else self.host(self.ref)
-        return self.compiled.update(arm, self.host(g), ref, cnt, with_row)
+        return self.compiled.update(arm, self.host(g), self.ref_host, cnt, with_row)
 
     def result_terms(self, counts: np.ndarray) -> tuple[np.ndarray, Any]:
         """Weights and rows whose product is Σ_n γ_n m_n: the counts and ``mean``, or, after

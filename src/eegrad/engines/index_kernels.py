@@ -149,8 +149,8 @@ def _evaluate(kind, n, r, scale, y, count, t, tail, level, root_last, at_last, c
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def lazy_argmin(kind, N, scale, y, r, count, t, tail, level, root_last, at_last, count_last, q_tab,
-                q_at, lo, hi, exact):  # pragma: no cover - compiled
+def lazy_argmin(kind, N, scale, y, r, count, t, tail, level, cache, lo, hi,
+                exact):  # pragma: no cover - compiled
     """argmin_n scale[n] / root_n (ties: the smallest n), evaluating roots only where it matters.
 
     An arm whose upper bound is below every other arm's lower bound is the argmin, nothing
@@ -167,12 +167,12 @@ def lazy_argmin(kind, N, scale, y, r, count, t, tail, level, root_last, at_last,
         This round's index scales (kl-LCB: V_n or σ̂_n²; χ²-LCB: ν_n V_n) and levels.
     r : int
         The realization: the row of ``count`` (χ²-LCB's counts, (Rb, N) int) and of the cache.
-    root_last, at_last, count_last, q_tab, q_at : arrays
-        :func:`index_cache`'s arrays, passed one by one (a tuple of arrays would cost reference
-        counting in the loop).
+    cache : tuple
+        :func:`index_cache`'s arrays.
     lo, hi, exact : (N,) arrays
         Scratch.
     """
+    root_last, at_last, count_last, q_tab, q_at = cache
     for n in range(N):
         exact[n] = 0.0
         if not _bounds(kind, n, r, scale, y, count, level, root_last, at_last, count_last, lo,

@@ -118,8 +118,7 @@ def run_block(
     scales, levels = np.empty(N), np.empty(N)
     lo, hi, exact = np.empty(N), np.empty(N), np.empty(N)
     kind = CHI2_QUANTILE if rule == CHI2_LCB else KL_ROOT
-    root_last, at_last, count_last, q_tab, q_at = index_cache(
-        kind, Rb if rule == KL_LCB or rule == CHI2_LCB else 1, N, T)
+    roots = index_cache(kind, Rb if rule == KL_LCB or rule == CHI2_LCB else 1, N, T)
     ci = 0
     thr = 0.0  # KL_LCB's level
     tail = 0.0  # CHI2_LCB's δ_t
@@ -142,16 +141,15 @@ def run_block(
                 for n in range(N):
                     scales[n] = V[r, n]
                     levels[n] = 2.0 * thr / (params[1] * (count[r, n] - 1))
-                arm = lazy_argmin(KL_ROOT, N, scales, levels, r, count, t, 0.0, 0.0, root_last,
-                                  at_last, count_last, q_tab, q_at, lo, hi, exact)  # fmt: skip
+                arm = lazy_argmin(KL_ROOT, N, scales, levels, r, count, t, 0.0, 0.0, roots, lo,
+                                  hi, exact)  # fmt: skip
             elif rule == CHI2_LCB:
                 for n in range(N):
                     nu = params[1] * (count[r, n] - 1)
                     scales[n] = nu * V[r, n]  # the index ν V / q, in the NumPy rule's order
                     levels[n] = nu
                 arm = lazy_argmin(CHI2_QUANTILE, N, scales, levels, r, count, t, tail, level,
-                                  root_last, at_last, count_last, q_tab, q_at, lo, hi,
-                                  exact)  # fmt: skip
+                                  roots, lo, hi, exact)  # fmt: skip
             else:
                 arm = 0
                 best = np.inf
@@ -187,13 +185,13 @@ MEMORY_CODES = {"memory_thompson": MEMORY_THOMPSON, "memory_kl_lcb": MEMORY_KL_L
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
-def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r, root_last,
-                at_last, count_last, q_tab, q_at, y, lo, hi, exact):  # pragma: no cover - compiled
+def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r, roots, y, lo,
+                hi, exact):  # pragma: no cover - compiled
     """The memory rule's choice at global round ``tg``: the argmin (ties: the smallest n) of
     MemoryThompson.index or MemoryKLLCB.index — the same draws in the same order, the same
     operations; kl-LCB's roots solved only where they can matter
-    (:func:`index_kernels.lazy_argmin`, row ``r`` of its cache ``root_last`` ... ``q_at``).
-    ``y``, ``lo``, ``hi``, ``exact``: scratch of length N."""
+    (:func:`index_kernels.lazy_argmin`, row ``r`` of its cache ``roots``). ``y``, ``lo``,
+    ``hi``, ``exact``: scratch of length N."""
     if rule == MEMORY_THOMPSON:
         arm = 0
         best = np.inf
@@ -219,9 +217,8 @@ def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, 
             left = max(horizon - tg + 1, 0)
             level = math.log(max(left / (N * pulls), 1.0))
         y[n] = 2.0 * level / nu[n]
-    # (kl-LCB reads no counts: count_last stands in for them)
-    return lazy_argmin(KL_ROOT, N, s2, y, r, count_last, tg, 0.0, 0.0, root_last, at_last,
-                       count_last, q_tab, q_at, lo, hi, exact)  # fmt: skip
+    # (kl-LCB reads no counts: the cache's count array stands in for them)
+    return lazy_argmin(KL_ROOT, N, s2, y, r, roots[2], tg, 0.0, 0.0, roots, lo, hi, exact)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
@@ -300,21 +297,20 @@ def _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
 def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_dev, sq_coord, s2,
-                  cache_num, cache_dof, cache_pulls, sgen, r, root_last, at_last, count_last, q_tab,
-                  q_at, nu, wt, mu, m, S, lo, hi, exact):  # pragma: no cover - compiled
+                  cache_num, cache_dof, cache_pulls, sgen, r, roots, nu, wt, mu, m, S, lo, hi,
+                  exact):  # pragma: no cover - compiled
     """A rule with memory's choice at global round ``tg`` for one realization: the round's refit
     (``s2`` updated in place) and the argmin of the arms' indices (ties: the smallest n, as
     np.argmin; :func:`_memory_arm`). Used by :func:`run_memory_block` per realization and by the rule itself for one
     realization (a user's loop). Arrays as :func:`_refit_current`, scratch from
-    :func:`memory_scratch` (``root_last`` ... ``q_at``: kl-LCB's roots kept between rounds, of
-    which row ``r`` is this realization's); ``count`` as floats."""
+    :func:`memory_scratch` (``roots``: kl-LCB's roots kept between rounds, of which row ``r``
+    is this realization's); ``count`` as floats."""
     N = s2.shape[0]
     _refit_current(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
                    nu, wt, mu, m, S)  # fmt: skip
     # wt is free once the refit is done: the choice's scratch.
-    return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r,
-                       root_last, at_last, count_last, q_tab, q_at, wt, lo, hi,
-                       exact)  # fmt: skip
+    return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r, roots,
+                       wt, lo, hi, exact)  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True)
@@ -323,9 +319,8 @@ def memory_scratch(N, d, scalar, Rb):  # pragma: no cover - compiled
     (kl-LCB's roots for Rb realizations, then ν, weights, μ or (G w), m, S and the choice's
     bounds), allocated once per block or per rule."""
     nc = 1 if scalar else d
-    return index_cache(KL_ROOT, Rb, N, 1) + (  # noqa: RUF005 - Numba joins tuples with +
-        np.empty(N), np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc)),
-        np.empty(N), np.empty(N), np.empty(N))
+    return (index_cache(KL_ROOT, Rb, N, 1), np.empty(N), np.empty(N), np.empty(max(N, d)),
+            np.empty(nc), np.empty((N, nc)), np.empty(N), np.empty(N), np.empty(N))
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
@@ -343,8 +338,7 @@ def run_memory_block(
     N = scale.shape[0]
     z = np.empty(d)
     g = np.empty(d)
-    (root_last, at_last, count_last, q_tab, q_at, nu, wt, mu, m, S, lo, hi,
-     exact) = memory_scratch(N, d, scalar, Rb)
+    roots, nu, wt, mu, m, S, lo, hi, exact = memory_scratch(N, d, scalar, Rb)
     cnt_f = np.empty(N)
     ci = 0
     for t in range(1, T + 1):
@@ -356,9 +350,8 @@ def run_memory_block(
                     cnt_f[n] = count[r, n]
                 arm = memory_choice(rule, loglog, horizon, rounds_before + t, d, scalar, False,
                                     cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r], cache_num[r],
-                                    cache_dof[r], cache_pulls[r], sgen, r, root_last, at_last,
-                                    count_last, q_tab, q_at, nu, wt, mu, m, S, lo, hi,
-                                    exact)  # fmt: skip
+                                    cache_dof[r], cache_pulls[r], sgen, r, roots, nu, wt, mu,
+                                    m, S, lo, hi, exact)  # fmt: skip
             _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)
