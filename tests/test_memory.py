@@ -404,7 +404,7 @@ def test_oracles_that_change_N_are_refused_for_a_rule_with_memory():
 @pytest.mark.parametrize("d", [3, 40])  # diagonal shape (whole gradients); scalar (Gram rows)
 def test_estimator_compiled_choice_equals_numpy(make, d):
     """GradientEstimator's per-round choice of a rule with memory, compiled (engine "numba":
-    numba_kernels.memory_choice) and in NumPy: the same pulls at every round over three
+    memory_kernels.memory_choice) and in NumPy: the same pulls at every round over three
     iterates, and the same fit and estimates (the kernel repeats the NumPy operations in their
     order; 1e-12 leaves room for the last bit of a log)."""
     pytest.importorskip("numba")
@@ -451,3 +451,47 @@ def test_estimator_warns_past_the_horizon(engine):
 
     with pytest.warns(RuntimeWarning, match="told horizon=10 rounds"):
         two_iterates()
+
+
+@pytest.mark.parametrize("make", [lambda: MemoryThompson(discount=0.8),
+                                  lambda: MemoryKLLCB(shape="scalar", window=2),
+                                  lambda: MemoryKLLCB(shape="diagonal", window=3)])  # fmt: skip
+def test_compiled_past_refit_equals_numpy(make):
+    """The refit of the past iterates when an iterate ends, compiled
+    (memory_kernels.refit_past) and in NumPy (iterate_terms, sigma2_update), from the same
+    evidence: the same σ², cached terms and kept history bit for bit, with the window folding
+    iterates and the discount ageing them; N = 4, d = 5, 30 realizations, six iterates of 20
+    rounds (the kernel repeats the NumPy operations in their order; fewer than eight terms per
+    sum)."""
+    import copy
+
+    pytest.importorskip("numba")
+    oracle = GaussianOracle(Quadratic(5), Arms([3.0, 1.0, 2.0, 1.5]))
+    w = np.random.default_rng(4).standard_normal((30, 5))
+    rule = make()
+    for k in range(6):
+        estimate_gradient(oracle, rule, w, 20, rng=k, engine="numpy", new_iterate=k > 0)
+        ends = [copy.deepcopy(rule) for _ in range(2)]
+        for end, compiled in zip(ends, (False, True), strict=True):
+            end.compiled_choice = compiled
+            end.next_iterate()
+        for name in ("sigma2", "_cache_num", "_cache_dof", "_cache_pulls", "_frozen_num",
+                     "_frozen_dof", "_past_count", "_past_where", "_past_sq"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(ends[1], name), getattr(ends[0], name))
+    assert ends[0]._past_count.shape[1] == (6 if rule.window is None else min(6, rule.window))
+
+
+def test_engine_of_each_estimate_decides_the_compiled_path():
+    """A rule used by a compiled user's loop and then by a NumPy estimate takes the NumPy path
+    for that estimate (the switch is set per estimate, not left on the rule), and back."""
+    pytest.importorskip("numba")
+    rule = MemoryThompson()
+    est = GradientEstimator(rule, 3, 12, dim=2, rng=0, engine="numba")
+    assert rule.compiled_choice
+    oracle = GaussianOracle(Quadratic(2), Arms([3.0, 1.0, 2.0]))
+    estimate_gradient(oracle, rule, np.ones((1, 2)), 12, rng=1, engine="numpy")
+    assert not rule.compiled_choice
+    est.reset()
+    assert rule.compiled_choice
+    est.next_iterate()
+    assert rule.compiled_choice

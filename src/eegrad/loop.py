@@ -347,7 +347,6 @@ class GradientEstimator:
         self.dim = check_integer(dim, "dim", owner, ge=1)
         self.selector = selector
         self._compiled = engine != "numpy" and numba_available()
-        selector.compiled_choice = self._compiled
         self.accumulate_dtype = accumulate_dtype
         self._gen = as_generator(rng, owner)
         self._backend: Any = None
@@ -357,6 +356,7 @@ class GradientEstimator:
     def reset(self) -> None:
         """Start the estimate of a new iterate (the selector forgets its statistics)."""
         self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
+        self.selector.compiled_choice = self._compiled  # this loop's engine, set per estimate
         self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
         self._start()
 
@@ -378,10 +378,9 @@ class GradientEstimator:
         """Start the estimate of the next iterate of the same run: like :meth:`reset`, except
         that rules with memory (e.g. :class:`~eegrad.MemoryThompson`) keep their evidence."""
         self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
+        self.selector.compiled_choice = self._compiled
         self.selector.next_iterate(truth=None, streams=self.streams)
         self._start()
-        self._pending = None
-        self.t = 0
 
     @property
     def counts(self) -> np.ndarray:

@@ -140,6 +140,8 @@ def estimate_gradient(
     R, d = w.shape
     at = oracle.at(w)
     streams = RealizationStreams(gen, R, rounds=T)
+    compiled = resolve_engine(engine, at, selector, owner) == "numba"
+    selector.compiled_choice = compiled  # this estimate's, whatever an earlier run set
     if new_iterate and selector.sizes == (R, N, d):
         selector.next_iterate(truth=at.truth(), streams=streams)
     elif new_iterate and selector.keeps_memory and selector.sizes is not None:
@@ -155,7 +157,7 @@ def estimate_gradient(
             _check_output(mean, T, np.full(R, int(np.argmax(counts))), R, d)
             selector.absorb(np.broadcast_to(counts, (R, counts.size)), T)
             return GradientEstimate(gradient=mean, counts=selector.counts.copy())
-    if resolve_engine(engine, at, selector, owner) == "numba":
+    if compiled:
         from .engines.numba_engine import run_rounds
 
         total, _ = run_rounds(at, selector, T, streams, threads)

@@ -135,9 +135,9 @@ def _run_blocks(block: Any, run: _Run, streams: RealizationStreams, threads: int
 def _run_memory_rounds(run: _Run, selector: Selector, spec: KernelSpec, T: int,
                        streams: RealizationStreams, threads: int | None) -> None:  # fmt: skip
     """The rules with memory: the round's refit and index compiled per realization
-    (:func:`numba_kernels.run_memory_block`); the refit of the past iterates at an iterate's
-    start stays the rule's own (NumPy, once per iterate)."""
-    from . import numba_kernels as k
+    (:func:`memory_kernels.run_memory_block`); the refit of the past iterates at an iterate's
+    start is the rule's own (compiled too, :func:`memory_kernels.refit_past`)."""
+    from . import memory_kernels as k
 
     state = spec.state
     scalar = state["scalar"]

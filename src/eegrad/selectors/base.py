@@ -37,7 +37,8 @@ def _per_realization(value: Any, name: str, owner: str, R: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """How the compiled engine runs a rule (:mod:`eegrad.engines.numba_kernels`): a rule with a
+    """How the compiled engine runs a rule (:mod:`eegrad.engines.numba_kernels`,
+    :mod:`eegrad.engines.memory_kernels`): a rule with a
     compiled index returns one from :meth:`Selector.kernel_spec`, so the engine needs no edit
     per rule.
 
@@ -47,7 +48,8 @@ class KernelSpec:
         ``"index"``: the per-iterate kernel (``run_block``); ``"memory"``: the kernel of the rules
         with memory (``run_memory_block``).
     rule : str
-        The rule's name among that kernel's indices (``numba_kernels.RULE_CODES``).
+        The rule's name among that kernel's indices (``numba_kernels.RULE_CODES``,
+        ``memory_kernels.MEMORY_CODES``).
     params : tuple of float
         The rule's numbers, in the kernel's order for that rule.
     P : ndarray of shape (R,), optional
@@ -95,9 +97,11 @@ class Selector:
     uses_parts: bool = False
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
-    #: Whether a one-realization run (R = 1) may make its choices with the rule's compiled
-    #: per-realization code, where it has one (the rules with memory) and Numba is installed;
-    #: set by :class:`~eegrad.GradientEstimator` from its ``engine``. The choices are the same.
+    #: Whether the current run may use the rule's compiled per-realization code where it has
+    #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
+    #: round's choice); set before each estimate by its driver from the engine that runs it
+    #: (:func:`~eegrad.estimate_gradient`, :class:`~eegrad.GradientEstimator`). The choices
+    #: and fits are the same.
     compiled_choice: bool = False
 
     def __init__(self) -> None:

@@ -51,11 +51,12 @@ Only the first iterate pulls every arm twice; later iterates choose by index fro
 round, and the rounds t in ln t count across iterates.
 
 **Engines.** On the compiled engine each round's refit, index and choice run per realization in
-a Numba function (:func:`eegrad.engines.numba_kernels.memory_choice`) with the operations of
+a Numba function (:func:`eegrad.engines.memory_kernels.memory_choice`) with the operations of
 :func:`iterate_terms`, :func:`sigma2_update` and the index in the same order, so both engines give
 the same pulls and iterates (the logarithms of NumPy and of the C library may differ in the last
-bit: see the engines guide); the refit of the past iterates at an iterate's start runs here. A
-user's loop (R = 1, :class:`~eegrad.GradientEstimator`) makes its choices with the same function.
+bit: see the engines guide); so does the refit of the past iterates at an iterate's start
+(:func:`eegrad.engines.memory_kernels.refit_past`). A user's loop (R = 1,
+:class:`~eegrad.GradientEstimator`) makes its choices and refits with the same functions.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def iterate_terms(count: np.ndarray, where: np.ndarray, sq: np.ndarray, s2: np.n
         weight = np.where(total[..., None] > 0, prec / total[..., None], 0.0)  # (R, K, N)
     if gram:
         # ‖x̄_n − μ‖² = G_nn − 2 (G w)_n + wᵀ G w with μ = Σ_p w_p x̄_p; the sums over the arms
-        # run in arm order, as the compiled fit's (numba_kernels._refit_current).
+        # run in arm order, as the compiled fit's (memory_kernels._iterate_terms).
         N = count.shape[-1]
         gw = np.zeros_like(weight)
         for p in range(N):
@@ -280,11 +281,14 @@ class MemoryRule(Selector):
                            gram=self.scalar)  # fmt: skip
 
     def _refit_past(self) -> None:
-        for _ in range(self.iterations):
+        if self.compiled_choice:
+            num, nu = self._refit_past_compiled()
+        else:
+            for _ in range(self.iterations):
+                num, nu = self._past_terms()
+                self._update_sigma2(self._frozen_num + num.sum(axis=1),
+                                    self._frozen_dof + nu.sum(axis=1))  # fmt: skip
             num, nu = self._past_terms()
-            self._update_sigma2(self._frozen_num + num.sum(axis=1),
-                                self._frozen_dof + nu.sum(axis=1))  # fmt: skip
-        num, nu = self._past_terms()
         if self.window is not None and num.shape[1] > self.window:
             # Fold the oldest iterates into fixed totals: their scales m_k stay at this fit.
             old = num.shape[1] - self.window
@@ -298,6 +302,22 @@ class MemoryRule(Selector):
         self._cache_num = self._frozen_num + num.sum(axis=1)
         self._cache_dof = self._frozen_dof + nu.sum(axis=1)
         self._cache_pulls = self._frozen_pulls + self._past_count.sum(axis=1)
+
+    def _refit_past_compiled(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sweeps of :meth:`_refit_past` in compiled code
+        (:func:`eegrad.engines.memory_kernels.refit_past`: the same operations in their order, so
+        the same σ²), without NumPy's per-call overhead: returns the past iterates' terms."""
+        from ..engines import memory_kernels as k
+
+        R, K, N = self._past_count.shape
+        num, nu = np.empty((R, K, N)), np.empty((R, K, N))
+        s2 = np.array(self.sigma2, dtype=np.float64)  # a fresh array, as sigma2_update's
+        k.refit_past(*map(np.ascontiguousarray, (self._past_count, self._past_where,
+                                                 self._past_sq)), s2,
+                     np.ascontiguousarray(self._frozen_num), np.ascontiguousarray(self._frozen_dof),
+                     self._shape[2], self.scalar, self.iterations, num, nu)  # fmt: skip
+        self.sigma2 = s2
+        return num, nu
 
     def _refit_current(self) -> tuple[np.ndarray, np.ndarray]:
         """One block sweep with the current iterate; returns (σ², ν) per arm."""
@@ -336,10 +356,10 @@ class MemoryRule(Selector):
 
     def _choose_compiled(self, t: int) -> int:
         """The round's refit, index and argmin for one realization in compiled code
-        (:func:`eegrad.engines.numba_kernels.memory_choice`: the operations of
+        (:func:`eegrad.engines.memory_kernels.memory_choice`: the operations of
         :meth:`_refit_current` and :meth:`index` in their order, so the same choice), without
         NumPy's per-call overhead on arrays of N numbers — a user's loop (R = 1)."""
-        from ..engines import numba_kernels as k
+        from ..engines import memory_kernels as k
 
         N, d = self._shape[1], self._shape[2]
         name, (loglog, horizon), _ = self._kernel_rule()
