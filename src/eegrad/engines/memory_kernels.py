@@ -65,11 +65,39 @@ def _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, 
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
-def _iterate_terms(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, num, nu, wt, mu, m,
-                   S):  # pragma: no cover - compiled
+def _unnormalised(num, dof, previous):  # pragma: no cover - compiled
+    """One arm's σ² before the normalisation (sigma2_update): num/dof where dof > 0, else the
+    previous value; at least 1e-300."""
+    v = num / dof if dof > 0 else previous
+    return max(v, 1e-300)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _normalise(N, v, logsum, s2):  # pragma: no cover - compiled
+    """``s2`` = ``v`` over its geometric mean (``logsum``: Σ ln v, in arm order)."""
+    scale = math.exp(logsum / N)
+    for n in range(N):
+        s2[n] = v[n] / scale
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
+def _sigma2_update(N, num, dof, s2, v):  # pragma: no cover - compiled
+    """sigma2_update for one realization, in place on ``s2``. ``v``: scratch of length N."""
+    logsum = 0.0
+    for n in range(N):
+        v[n] = _unnormalised(num[n], dof[n], s2[n])
+        logsum += math.log(v[n])
+    _normalise(N, v, logsum, s2)
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
+def _iterate_terms(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, base_num, base_dof,
+                   refit, num, nu, wt, mu, m, S):  # pragma: no cover - compiled
     """One iterate's terms of the fit at the arms' ``s2`` (iterate_terms for one realization and
-    one iterate, the same operations in the same order): Σ_i S/m per arm into ``num``, ν per arm
-    into ``nu``.
+    one iterate, the same operations in the same order), added to ``base_num`` and
+    ``base_dof``: Σ_i S/m per arm into ``num`` and ν per arm into ``nu``; or, with ``refit``,
+    σ² from them at once (sigma2_update, in the same loop: measured faster than a second pass)
+    into ``s2``, ``num`` left untouched.
 
     ``where`` holds the arms' means (N, d), or with ``gram`` (scalar shape) their Gram matrix
     about any fixed reference (N, N); the squared deviations are ``sq_dev`` (N,) for the scalar
@@ -122,34 +150,30 @@ def _iterate_terms(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, num, 
             m[j] += S[n, j] / s2[n]
     for j in range(nc):
         m[j] = m[j] / dof_k
+    logsum = 0.0
     for n in range(N):
         acc = 0.0
         if dof_k > 0:
             for j in range(nc):
                 acc += S[n, j] / m[j]
-        num[n] = acc
-        nu[n] = per_coord * count[n] * share * nc
+        v = base_num[n] + acc
+        nu[n] = base_dof[n] + per_coord * count[n] * share * nc
+        if not refit:
+            num[n] = v
+            continue
+        v = _unnormalised(v, nu[n], s2[n])
+        wt[n] = v  # reused: the unnormalised σ²
+        logsum += math.log(v)
+    if refit:
+        _normalise(N, wt, logsum, s2)
 
 
-@nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
-def _sigma2_update(N, num, dof, s2, v):  # pragma: no cover - compiled
-    """sigma2_update for one realization, in place on ``s2``: num/dof where dof > 0 (else the
-    previous value), normalised to a geometric mean of 1. ``v``: scratch of length N."""
-    logsum = 0.0
-    for n in range(N):
-        x = num[n] / dof[n] if dof[n] > 0 else s2[n]
-        x = max(x, 1e-300)
-        v[n] = x
-        logsum += math.log(x)
-    scale = math.exp(logsum / N)
-    for n in range(N):
-        s2[n] = v[n] / scale
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy", inline="always")  # x/0 -> inf
 def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_dev, sq_coord, s2,
-                  cache_num, cache_dof, cache_pulls, sgen, r, roots, nu, num, wt, mu, m, S, lo,
-                  hi, exact):  # pragma: no cover - compiled
+                  cache_num, cache_dof, cache_pulls, sgen, r, roots, nu, wt, mu, m, S, lo, hi,
+                  exact):  # pragma: no cover - compiled
     """A rule with memory's choice at global round ``tg`` for one realization: the round's refit
     (MemoryRule._refit_current: the current iterate's terms added to the past iterates' cached
     ``cache_num`` and ``cache_dof``; ``s2`` updated in place, ν per arm left in ``nu``) and the
@@ -160,11 +184,9 @@ def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_d
     :func:`memory_scratch` (``roots``: kl-LCB's roots kept between rounds, of which row ``r`` is
     this realization's)."""
     N = s2.shape[0]
-    _iterate_terms(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, num, nu, wt, mu, m, S)
-    for n in range(N):
-        num[n] = cache_num[n] + num[n]
-        nu[n] = cache_dof[n] + nu[n]
-    _sigma2_update(N, num, nu, s2, wt)
+    # (with refit, the terms' ``num`` is not written: ``nu`` stands in for it)
+    _iterate_terms(N, d, scalar, gram, count, where, sq_dev, sq_coord, s2, cache_num, cache_dof,
+                   True, nu, nu, wt, mu, m, S)  # fmt: skip
     # wt is free once the refit is done: the choice's scratch.
     return _memory_arm(rule, loglog, horizon, tg, N, count, cache_pulls, s2, nu, sgen, r, roots,
                        wt, lo, hi, exact)  # fmt: skip
@@ -173,12 +195,11 @@ def memory_choice(rule, loglog, horizon, tg, d, scalar, gram, count, where, sq_d
 @nb.njit(nogil=True, cache=True)
 def memory_scratch(N, d, scalar, Rb):  # pragma: no cover - compiled
     """The scratch arrays of :func:`memory_choice` for Rb realizations, N arms and dimension d
-    (kl-LCB's roots for Rb realizations, then ν, the terms, weights, μ or (G w), m, S and the
-    choice's bounds), allocated once per block or per rule."""
+    (kl-LCB's roots for Rb realizations, then ν, weights, μ or (G w), m, S and the choice's
+    bounds), allocated once per block or per rule."""
     nc = 1 if scalar else d
-    return (index_cache(KL_ROOT, Rb, N, 1), np.empty(N), np.empty(N), np.empty(N),
-            np.empty(max(N, d)), np.empty(nc), np.empty((N, nc)), np.empty(N), np.empty(N),
-            np.empty(N))  # fmt: skip
+    return (index_cache(KL_ROOT, Rb, N, 1), np.empty(N), np.empty(N), np.empty(max(N, d)),
+            np.empty(nc), np.empty((N, nc)), np.empty(N), np.empty(N), np.empty(N))  # fmt: skip
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")  # x/0 -> inf, as NumPy
@@ -196,7 +217,7 @@ def run_memory_block(
     N = scale.shape[0]
     z = np.empty(d)
     g = np.empty(d)
-    roots, nu, num, wt, mu, m, S, lo, hi, exact = memory_scratch(N, d, scalar, Rb)
+    roots, nu, wt, mu, m, S, lo, hi, exact = memory_scratch(N, d, scalar, Rb)
     cnt_f = np.empty(N)
     ci = 0
     for t in range(1, T + 1):
@@ -208,8 +229,8 @@ def run_memory_block(
                     cnt_f[n] = count[r, n]
                 arm = memory_choice(rule, loglog, horizon, rounds_before + t, d, scalar, False,
                                     cnt_f, mean[r], sq_dev[r], sq_coord[r], s2[r], cache_num[r],
-                                    cache_dof[r], cache_pulls[r], sgen, r, roots, nu, num, wt,
-                                    mu, m, S, lo, hi, exact)  # fmt: skip
+                                    cache_dof[r], cache_pulls[r], sgen, r, roots, nu, wt, mu,
+                                    m, S, lo, hi, exact)  # fmt: skip
             _pull(gen, grad, sqrt_m, scale, r, arm, z, g, total)
             count[r, arm] += 1
             _welford(g, r, arm, count, mean, sq_dev, sq_coord, not scalar)
@@ -232,12 +253,13 @@ def refit_past(count, where, sq, s2, frozen_num, frozen_dof, d, scalar, iteratio
     R, K, N = count.shape
     nc = sq.shape[3]
     wt, mu, m, S = np.empty(N), np.empty(max(N, d)), np.empty(nc), np.empty((N, nc))
-    tot_num, tot_dof = np.empty(N), np.empty(N)
+    tot_num, tot_dof, zero = np.empty(N), np.empty(N), np.zeros(N)
     for r in range(R):
         for sweep in range(iterations + 1):
             for k in range(K):
                 _iterate_terms(N, d, scalar, scalar, count[r, k], where[r, k], sq[r, k, :, 0],
-                               sq[r, k], s2[r], num[r, k], nu[r, k], wt, mu, m, S)  # fmt: skip
+                               sq[r, k], s2[r], zero, zero, False, num[r, k], nu[r, k], wt,
+                               mu, m, S)  # fmt: skip
             if sweep == iterations:
                 break
             for n in range(N):
