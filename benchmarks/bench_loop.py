@@ -9,6 +9,10 @@ over the vector per round). Two rules: the default (:class:`~eegrad.MemoryThomps
 d > 16 also forms the pulled arm's row of the Gram matrix of the arm means, N more passes) and
 the per-iterate :class:`~eegrad.ThompsonVariance`.
 
+Then, for the default rule (NumPy, d = 10³, T = 50), the time of ``next_iterate`` — the refit of
+the past iterates — after 1, 8 and 64 iterates (the default window), with ``engine="numpy"``
+and with the compiled refit (``engine="auto"``, Numba installed).
+
 Usage: ``python benchmarks/bench_loop.py``
 """
 
@@ -19,6 +23,7 @@ import time
 import numpy as np
 
 from eegrad import GradientEstimator, ThompsonVariance, default_selector
+from eegrad.engines import numba_available
 
 N, T = 5, 200
 RULES = {"default (MemoryThompson)": default_selector, "ThompsonVariance": ThompsonVariance}
@@ -40,6 +45,25 @@ def per_round(make, d: int, rule) -> float:
             est.tell(grads[t % 8])
         best = min(best, (time.perf_counter() - t0) / T)
     return best
+
+
+def iterate_start(engine: str, iterates: tuple[int, ...], d: int = 10**3,
+                  T_: int = 50) -> dict[int, float]:
+    """Time of ``next_iterate`` after each of ``iterates`` iterates (best of the 3 around it)."""
+    grads = [np.random.default_rng(i).standard_normal(d) for i in range(8)]
+    est = GradientEstimator(default_selector(), N, T_, dim=d, rng=0, engine=engine)
+    times: dict[int, float] = {}
+    for k in range(1, max(iterates) + 2):
+        for t in range(T_):
+            est.ask()
+            est.tell(grads[t % 8])
+        t0 = time.perf_counter()
+        est.next_iterate()
+        dt = time.perf_counter() - t0
+        for at in iterates:
+            if at - 1 <= k <= at + 1:
+                times[at] = min(times.get(at, np.inf), dt)
+    return times
 
 
 def axpy(x, ys, reps: int = 200) -> float:
@@ -74,6 +98,16 @@ def main() -> None:
                 r = per_round(make, d, rule)
                 print(f"| {name} | {rule_name} | {d:.0e} | {r * 1e6:.1f} µs | {hot * 1e6:.1f} µs "
                       f"| {r / hot:.1f}× | {cold * 1e6:.1f} µs | {r / cold:.1f}× |")  # fmt: skip
+    iterates = (1, 8, 64)
+    engines = ["numpy"] + (["auto"] if numba_available() else [])
+    starts = {engine: iterate_start(engine, iterates) for engine in engines}
+    print()
+    print("| next_iterate of the default rule (d = 1e+03, T = 50) | "
+          + " | ".join(f"after {k} iterates" for k in iterates) + " |")  # fmt: skip
+    print("|---|" + "---|" * len(iterates))
+    for engine, times in starts.items():
+        label = "NumPy refit (engine='numpy')" if engine == "numpy" else "compiled refit"
+        print(f"| {label} | " + " | ".join(f"{times[k] * 1e3:.2f} ms" for k in iterates) + " |")
 
 
 if __name__ == "__main__":
