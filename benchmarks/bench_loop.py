@@ -103,7 +103,7 @@ def main() -> None:
     starts = {engine: iterate_start(engine, iterates) for engine in engines}
     print()
     print("| next_iterate of the default rule (d = 1e+03, T = 50) | "
-          + " | ".join(f"after {k} iterates" for k in iterates) + " |")  # fmt: skip
+          + " | ".join(f"after {k} iterate{'s' * (k > 1)}" for k in iterates) + " |")  # fmt: skip
     print("|---|" + "---|" * len(iterates))
     for engine, times in starts.items():
         label = "NumPy refit (engine='numpy')" if engine == "numpy" else "compiled refit"
