@@ -495,3 +495,24 @@ def test_engine_of_each_estimate_decides_the_compiled_path():
     assert rule.compiled_choice
     est.next_iterate()
     assert rule.compiled_choice
+
+
+def test_a_subclass_without_its_own_kernel_chooses_by_its_own_index():
+    """A subclass that changes a memory rule's index but not its compiled one
+    (``_kernel_rule``) is run by its NumPy index in a user's loop too, as on the engine."""
+    pytest.importorskip("numba")
+
+    class LastArm(MemoryThompson):
+        def index(self, t, sigma2, nu):
+            return -np.broadcast_to(np.arange(sigma2.shape[1], dtype=float), sigma2.shape)
+
+    from eegrad.selectors.base import has_kernel
+
+    assert has_kernel(MemoryThompson)
+    assert not has_kernel(LastArm)
+    est = GradientEstimator(LastArm(), 3, 12, dim=2, rng=0, engine="auto")
+    arms = []
+    while not est.done:
+        arms.append(est.ask())
+        est.tell(np.ones(2) * arms[-1])
+    assert arms[6:] == [3] * 6  # after the 2N warm-up rounds: the last arm, its index

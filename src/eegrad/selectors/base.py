@@ -72,9 +72,11 @@ class KernelSpec:
 
 
 def has_kernel(cls: type) -> bool:
-    """Whether the compiled engine runs this very class: it defines :meth:`Selector.kernel_spec`
-    itself (a subclass that inherits it may change the rule, so it runs on NumPy)."""
-    return "kernel_spec" in cls.__dict__
+    """Whether the compiled engine runs this very class: it defines the method that names its
+    compiled index itself (``cls.kernel_method``: :meth:`Selector.kernel_spec`, or for a family
+    whose one ``kernel_spec`` asks each rule for its index, that method). A subclass that
+    inherits it may change the rule, so it runs on NumPy."""
+    return cls.kernel_method in cls.__dict__
 
 
 class ProtocolError(InvalidParameterError):
@@ -103,6 +105,8 @@ class Selector:
     #: (:func:`~eegrad.estimate_gradient`, :class:`~eegrad.GradientEstimator`). The choices
     #: and fits are the same.
     compiled_choice: bool = False
+    #: The method a class defines itself when the compiled engine runs it (``has_kernel``).
+    kernel_method: str = "kernel_spec"
 
     def __init__(self) -> None:
         self._shape: tuple[int, int, int] | None = None

@@ -69,7 +69,7 @@ import numpy as np
 from .._validation import InvalidParameterTypeError, check_integer, check_real, renamed
 from ..oracle import Truth
 from ..statistics import ArmStatistics
-from .base import KernelSpec, Selector
+from .base import KernelSpec, Selector, has_kernel
 from .registry import register_rule
 from .rules import kl_lcb_ratio, kl_threshold
 
@@ -134,6 +134,7 @@ class MemoryRule(Selector):
     """Shared machinery of the rules with memory (see the module's notes)."""
 
     keeps_memory = True
+    kernel_method = "_kernel_rule"  # the family's kernel_spec asks each rule for its index
 
     def __init__(
         self,
@@ -281,7 +282,7 @@ class MemoryRule(Selector):
                            gram=self.scalar)  # fmt: skip
 
     def _refit_past(self) -> None:
-        if self.compiled_choice:
+        if self._compiled_here():
             num, nu = self._refit_past_compiled()
         else:
             for _ in range(self.iterations):
@@ -335,18 +336,28 @@ class MemoryRule(Selector):
         R, N, _ = self._shape
         if self.iterate == 0 and t <= 2 * N:
             return np.full(R, (t - 1) % N, dtype=np.int64)
-        if self.compiled_choice and R == 1:  # set only where Numba is installed
+        if R == 1 and self._compiled_here():
             return np.array([self._choose_compiled(t)], dtype=np.int64)
         s2, nu = self._refit_current()
         return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
+
+    def _compiled_here(self) -> bool:
+        """Whether this estimate runs the compiled fit and choice: its driver allows it
+        (:attr:`compiled_choice`, set only where Numba is installed) and the compiled code is
+        this very class's (a subclass that changes the rule without its own :meth:`_kernel_rule`
+        runs on NumPy, as on the engine)."""
+        return self.compiled_choice and has_kernel(type(self))
 
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         """The compiled index: its name, its numbers (loglog, horizon or -1) and whether it
         draws from the selector streams."""
         raise NotImplementedError
 
-    def _memory_spec(self) -> KernelSpec:
-        """The engine's run of this rule: its compiled index and the fit it carries in."""
+    def kernel_spec(self, rounds: int) -> KernelSpec:
+        """The compiled refit and the rule's index (``_kernel_rule``, which each rule
+        defines), with the fit it carries in; warns here if the ``rounds`` to come run past a
+        horizon the rule was told."""
+        self.check_horizon(self.rounds_before + rounds, stacklevel=5)
         name, params, sampled = self._kernel_rule()
         return KernelSpec("memory", name, params, selector_stream=sampled,
                           state=self.compiled_state())  # fmt: skip
@@ -464,13 +475,6 @@ class MemoryKLLCB(MemoryRule):
         super().init(R, N, d, truth, streams)
         self._warned = False
 
-    def kernel_spec(self, rounds: int) -> KernelSpec:
-        """The compiled refit and index: loglog and the horizon (-1: anytime), and the fit; warns
-        here if the ``rounds`` to come run past the horizon."""
-        if self.horizon is not None:
-            self.check_horizon(self.rounds_before + rounds, stacklevel=5)
-        return self._memory_spec()
-
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         horizon = -1.0 if self.horizon is None else float(self.horizon)
         return "memory_kl_lcb", (self.loglog, horizon), False
@@ -520,10 +524,6 @@ class MemoryThompson(MemoryRule):
     def get_params(self) -> dict[str, Any]:
         """``shape``, ``discount``, ``window``, ``seed``."""
         return {**super().get_params(), "seed": self.seed}
-
-    def kernel_spec(self, rounds: int) -> KernelSpec:
-        """The compiled refit and index, with the fit; gamma draws from the selector streams."""
-        return self._memory_spec()
 
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         return "memory_thompson", (0.0, -1.0), True

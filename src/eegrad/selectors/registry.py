@@ -57,8 +57,8 @@ class RuleInfo:
 
     @property
     def compiled(self) -> bool:
-        """Whether the compiled engine runs it: the class defines its own
-        :meth:`~eegrad.selectors.Selector.kernel_spec` (otherwise the NumPy engine does, with
+        """Whether the compiled engine runs it: the class defines its own compiled index
+        (``eegrad.selectors.base.has_kernel``; otherwise the NumPy engine runs it, with
         :class:`~eegrad.engines.EngineFallbackWarning` where ``engine="numba"`` was asked for)."""
         return has_kernel(self.cls)
 
