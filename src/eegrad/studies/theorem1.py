@@ -66,8 +66,9 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
                                     engine=cfg.engine)  # fmt: skip
             err = ((res.gradient - grad) ** 2).sum(axis=1) / S
             lhs = err - star_T
-            rhs = arm_sum(res.counts, arms.delta) / T**2
-            regret = arm_sum(res.counts, arms.delta) / (T * arms.sigma2_star)
+            spent = arm_sum(res.counts, arms.delta)  # Σ_n γ(n) Δ_n
+            rhs = spent / T**2
+            regret = spent / (T * arms.sigma2_star)
             z = float(theory.Z_T(T, arms.sigma2, S, sel_cfg.value("alpha"), beta, P, c, oracle.d))
             row = _row(T, "eegrad", c, *mean_se(err), star_T, z, R)
             row.update(zip(("identity_lhs_mean", "identity_lhs_se"), mean_se(lhs), strict=True))
