@@ -13,15 +13,13 @@ Imported only when Numba is installed.
 
 from __future__ import annotations
 
-import math
-
 import llvmlite.binding as llvm
 import numba as nb
 import numpy as np
 from numba import types
 from numba.extending import get_cython_function_address
 
-from ..selectors.rules import ONE_UP
+from ..selectors.rules import kl_newton_start, kl_newton_step
 
 # SciPy's χ² quantile, the function the NumPy χ²-LCB calls (scipy.special.chdtri), from SciPy's
 # Cython API. The compiled code links to it by a symbol name, not an address, so that Numba's
@@ -43,16 +41,21 @@ QUANTILE_TABLE = 1 << 16
 _SLACK = (1e-12, 1e-9)
 
 
+# kl-LCB's Newton start and step, compiled from their one definition (as eq. (funcf) in
+# numba_kernels).
+_kl_start = nb.njit(nogil=True, cache=True, inline="always")(kl_newton_start)
+_kl_step = nb.njit(nogil=True, cache=True, inline="always")(kl_newton_step)
+
+
 @nb.njit(nogil=True, cache=True)
 def kl_ratio(y):  # pragma: no cover - compiled
-    """As eegrad.selectors.rules.kl_lcb_ratio for one value (same start, same operations: at
-    most 30 Newton steps, stopping at a fixed point)."""
+    """As eegrad.selectors.rules.kl_lcb_ratio for one value (the same start and steps: at most
+    30 Newton steps, stopping at a fixed point)."""
     if not y > 0:
         return 1.0
-    s = math.sqrt(2.0 * y)
-    x = max(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
+    x = _kl_start(y)
     for _ in range(30):
-        step = x - (x - 1.0 - math.log(x) - y) / (1.0 - 1.0 / x)
+        step = _kl_step(x, y)
         if step == x:  # a fixed point: the remaining iterations would return x unchanged
             break
         x = step

@@ -129,10 +129,9 @@ def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
     """
     y = np.asarray(level, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # y = inf: unused
-        s = np.sqrt(2.0 * y)
-        x = np.maximum(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
+        x = kl_newton_start(y)
         for _ in range(iterations):
-            step = x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
+            step = kl_newton_step(x, y)
             if np.array_equal(step, x, equal_nan=True):  # every entry at its fixed point: done
                 break
             x = step
@@ -141,6 +140,18 @@ def kl_lcb_ratio(level: np.ndarray, iterations: int = 30) -> np.ndarray:
 
 #: The float after 1: the smallest start of :func:`kl_lcb_ratio`'s Newton steps.
 ONE_UP = float(np.nextafter(1.0, 2.0))
+
+
+def kl_newton_start(y: Any) -> Any:
+    """:func:`kl_lcb_ratio`'s start for level y (an array, or one float in the compiled
+    index): 1 + s + s²/3 + s³/36 with s = √(2y), at least :data:`ONE_UP`."""
+    s = np.sqrt(2.0 * y)
+    return np.maximum(1.0 + s + s * s / 3.0 + s * s * s / 36.0, ONE_UP)
+
+
+def kl_newton_step(x: Any, y: Any) -> Any:
+    """One Newton step for x − 1 − ln x = y (arrays, or floats in the compiled index)."""
+    return x - (x - 1.0 - np.log(x) - y) / (1.0 - 1.0 / x)
 
 
 @register_rule("kl_lcb", label="kl-LCB")
