@@ -71,6 +71,7 @@ API_SECTIONS = [
     ("Objectives", "eegrad.objectives"),
     ("Mini-batch oracles", "eegrad.oracle"),
     ("Selection rules", "eegrad.selectors"),
+    ("Checking a rule", "eegrad.testing"),
     ("Estimates and SGD", "eegrad"),
     ("Your own training loop", "eegrad.loop"),
     ("PyTorch adapter", "eegrad.torch"),

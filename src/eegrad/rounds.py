@@ -15,6 +15,7 @@ import numpy as np
 
 from ._random import RealizationStreams, as_generator
 from ._validation import (
+    InvalidParameterError,
     InvalidParameterTypeError,
     NonFiniteGradientError,
     check_array,
@@ -70,10 +71,19 @@ def check_T(T: Any, selector: Selector, N: int, owner: str) -> int:
 
 
 def check_selector(selector: Any, owner: str) -> Selector:
+    """A selector the simulator can drive: one that learns from whole pulls (the simulated
+    oracles return each pull's mean, never its n parts)."""
     if not isinstance(selector, Selector):
         raise InvalidParameterTypeError(
             f"The 'selector' parameter of {owner} must be a Selector (e.g. EEGrad). "
             f"Got {selector!r} instead."
+        )
+    if selector.uses_parts:
+        raise InvalidParameterError(
+            f"The 'selector' parameter of {owner} must be a rule that learns from whole pulls: "
+            f"the simulated oracles return each pull's mean, not its parts. Got {selector!r}, "
+            "which learns from the parts of each pull; drive it with "
+            "GradientEstimator.tell_parts or eegrad.flower instead."
         )
     return selector
 

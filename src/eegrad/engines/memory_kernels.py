@@ -4,10 +4,11 @@ Per realization: a round's refit, index and choice (:func:`memory_choice`), a bl
 (:func:`run_memory_block`, the compiled engine) and the refit of the past iterates when an
 iterate ends (:func:`refit_past`). Each repeats the NumPy rule's operations in their order —
 :func:`~eegrad.selectors.memory.iterate_terms`, :func:`~eegrad.selectors.memory.sigma2_update`
-and the indices — so both give the same numbers, with two exceptions in the last bit: the C
-library's logarithm and exponential against NumPy's (none seen on the tested machines), and sums
-of eight terms or more (arms, or coordinates of the diagonal shape), which NumPy adds pairwise
-and these kernels in order. Choices and fits are compared in the tests.
+and the indices — so both give the same numbers to a few ulps, with two sources of last-bit
+differences: the exponential and logarithm (NumPy's vectorised ones on a CPU with AVX-512, which
+differ from the C library's by 1 ulp for about 5% of exp's arguments), and sums of eight terms or
+more (arms, or coordinates of the diagonal shape), which NumPy adds pairwise and these kernels in
+order. The tests compare choices exactly and fits in ulps, on both of NumPy's dispatch paths.
 
 Imported only when Numba is installed.
 """

@@ -53,8 +53,8 @@ round, and the rounds t in ln t count across iterates.
 **Engines.** On the compiled engine each round's refit, index and choice run per realization in
 a Numba function (:func:`eegrad.engines.memory_kernels.memory_choice`) with the operations of
 :func:`iterate_terms`, :func:`sigma2_update` and the index in the same order, so both engines give
-the same pulls and iterates (the logarithms of NumPy and of the C library may differ in the last
-bit: see the engines guide); so does the refit of the past iterates at an iterate's start
+the same pulls and iterates (the fits may differ in the last bits, as NumPy's exp and log on a
+CPU with AVX-512 and the C library's do: see the engines guide); so does the refit of the past iterates at an iterate's start
 (:func:`eegrad.engines.memory_kernels.refit_past`). A user's loop (R = 1,
 :class:`~eegrad.GradientEstimator`) makes its choices and refits with the same functions.
 """
