@@ -55,6 +55,27 @@ def test_aggregation_values():
     np.testing.assert_allclose(PowerAggregation(2.0, 2.0)(n), 2 * (n**2 - 1))
 
 
+def test_a_fixed_per_round_cost_is_spent_whatever_n_is():
+    """D(1) > 0 (e.g. broadcasting the model): N = max{n : B > n c_min + D(n)} and the spends
+    (B − D(n))/n count it; D(1) = 0 stays the paper's case, with the same repr."""
+    n = np.array([1, 2, 8])
+    np.testing.assert_allclose(LinearAggregation(0.5, fixed=2.0)(n), [2.0, 2.5, 5.5])
+    np.testing.assert_allclose(LogAggregation(1.0, fixed=2.0)(n), 2.0 + np.log(n))
+    np.testing.assert_allclose(PowerAggregation(2.0, 2.0, fixed=1.0)(n), 1 + 2 * (n**2 - 1))
+    assert repr(LinearAggregation(0.5)) == "LinearAggregation(b=0.5)"
+    assert repr(LinearAggregation(0.5, fixed=2.0)) == "LinearAggregation(b=0.5, fixed=2.0)"
+    cost = PowerCost(c_min=0.1, a=1.0, p=2.0)
+    base = Arms.from_costs(cost, LinearAggregation(b=0.04), budget=1.0)
+    fixed = Arms.from_costs(cost, LinearAggregation(b=0.04, fixed=0.3), budget=1.0)
+    # B > n c_min + D₀ + b (n − 1): 1 > 0.1 n + 0.3 + 0.04 (n − 1) holds to n = 5
+    assert (base.N, fixed.N) == (7, 5)
+    np.testing.assert_allclose(fixed.spend, (1.0 - 0.3 - 0.04 * np.arange(5)) / np.arange(1, 6))
+    with pytest.raises(ValueError, match=r"'budget'.*> c_min \+ D\(1\) = 1.3"):
+        Arms.from_costs(PowerCost(c_min=1.0), LinearAggregation(fixed=0.3), budget=1.0)
+    with pytest.raises(ValueError, match="'fixed' parameter of LinearAggregation"):
+        LinearAggregation(0.5, fixed=-1.0)
+
+
 def test_direct_arms_and_ties():
     arms = Arms(sigma2=[3.0, 1.0, 1.0])
     assert arms.n_star == 2  # ties: smallest n
@@ -70,8 +91,9 @@ def test_direct_arms_and_ties():
             r"'budget' parameter of Arms.from_costs must be > c_min \+ D\(1\) = 1",
         ),
         (
-            {"cost": PowerCost(), "aggregation": CallableAggregation(lambda n: n), "budget": 1.0},
-            r"'aggregation'.*D\(1\) = 0",
+            {"cost": PowerCost(), "aggregation": CallableAggregation(lambda n: n - 2.0),
+             "budget": 1.0},
+            r"'aggregation'.*D\(1\) >= 0.*D\(1\) = -1",
         ),
         (
             {

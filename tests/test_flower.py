@@ -30,6 +30,7 @@ from eegrad.flower import (
     WallClock,
     budgeted_train,
 )
+from eegrad.parts import PullAccumulator
 
 K, D, LR = 8, 4, 0.5
 MU = np.random.default_rng(1).standard_normal((K, D))
@@ -73,22 +74,29 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     strategy = _strategy()
     told = []
     grid = LocalGrid(_app(), K, seed=2)
-    original = GradientEstimator.tell_parts
+    original = PullAccumulator.add
 
-    def record(self, parts, weights):
-        told.append((np.array(parts), np.array(weights)))
-        return original(self, parts, weights)
+    def record(self, part, weight, **kw):
+        # The server folds each reply (a client's model w_i) into the round's running sums;
+        # keep the update u_i = w − w_i it stands for.
+        arrays = list(part)
+        if not told or told[-1][0] is not self:
+            told.append((self, [], []))
+        told[-1][1].append(self._ref[0] - arrays[0])
+        told[-1][2].append(weight)
+        return original(self, arrays, weight, **kw)
 
-    monkeypatch.setattr(GradientEstimator, "tell_parts", record)
+    monkeypatch.setattr(PullAccumulator, "add", record)
     _start(strategy, grid, 25)
     arms = [r["arm"] for r in strategy.records]
-    # Replay: the same rule, the same stream (the strategy's first child), the same updates.
+    # Replay: the same rule, the same stream (the strategy's first child), the same updates,
+    # told as a stack (the streamed sums equal the stack's to rounding).
     replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N)),
                                strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
-    for n, (parts, weights) in zip(arms, told, strict=True):
+    for n, (_, parts, weights) in zip(arms, told, strict=True):
         assert replay.ask() == n
-        assert parts.shape[0] == n
-        original(replay, parts, weights)
+        assert len(parts) == n
+        replay.tell_parts(np.array(parts), np.array(weights))
         replay.result()
         replay.next_iterate()
     assert len(set(arms)) > 1
@@ -190,6 +198,76 @@ def test_update_of_the_wrong_shape_raises_naming_node_and_round():
     with pytest.raises(ClientUpdateError,
                        match=r"node \d+ at server round 1 has array 'w' of shape \(5,\)"):  # fmt: skip
         _start(_strategy(selector=FixedArm(2)), LocalGrid(app, K), 1)
+
+
+def test_update_of_another_dtype_raises_naming_node_and_round():
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        rec = {"arrays": ArrayRecord({"w": Array(np.zeros(D, dtype=np.float32))}),
+               "metrics": MetricRecord({"num-examples": 3})}  # fmt: skip
+        return Message(RecordDict(rec), reply_to=msg)
+
+    with pytest.raises(ClientUpdateError,
+                       match=r"node \d+ at server round 1 has array 'w' of dtype float32, "
+                             r"expected float64"):  # fmt: skip
+        _start(_strategy(selector=FixedArm(2)), LocalGrid(app, K), 1)
+
+
+@pytest.mark.parametrize("selector", [FixedArm(3), None])
+def test_a_float32_model_is_aggregated_in_float32(selector):
+    """The model's arrays keep their dtype through the clients and the server's one pass; the
+    step equals the float64 computation to float32 rounding (1e-6 of the model's scale)."""
+    told = []
+    original = PullAccumulator.add
+
+    def record(self, part, weight, **kw):
+        arrays = list(part)
+        told.append((self._ref[0].astype(np.float64) - arrays[0].astype(np.float64), weight))
+        return original(self, arrays, weight, **kw)
+
+    strategy = _strategy(selector=selector)
+    start = ArrayRecord({"w": Array(np.linspace(-1, 1, D).astype(np.float32))})
+    import unittest.mock
+
+    with unittest.mock.patch.object(PullAccumulator, "add", record):
+        res = strategy.start(grid=LocalGrid(_app(), K, seed=4), initial_arrays=start, num_rounds=1)
+    w = res.arrays["w"].numpy()
+    assert w.dtype == np.float32
+    u = np.array([t[0] for t in told])
+    p = np.array([t[1] for t in told])
+    expected = np.linspace(-1, 1, D).astype(np.float32) - (p / p.sum()) @ u
+    np.testing.assert_allclose(w, expected, rtol=0, atol=1e-6)
+
+
+def test_a_fixed_per_round_server_cost_is_spent_every_round():
+    """D(1) > 0 (broadcasting the model, say): N = max{n : B > n c_min + D(n)}, each client is
+    sent (B − D(n))/n, and the records' budget_used counts D(n) whatever n is."""
+    from eegrad.costs import LinearAggregation
+
+    agg = LinearAggregation(b=0.5, fixed=10.0)
+    sent = []
+
+    def gradient(arrays, b, context, config):
+        sent.append((int(config["eegrad-n"]), float(config["budget-share"])))
+        return [arrays[0] * 0.0]
+
+    app = ClientApp()
+    app.train()(budgeted_train(gradient, DeviceCost(0.0, 1.0)))
+    strategy = _strategy(aggregation=agg, selector=FixedArm(3))
+    _start(strategy, LocalGrid(app, K), 2)
+    # 40 > 1.5 n + 10 + 0.5 (n − 1) = 2 n + 9.5 holds to n = 15, capped at the K = 8 nodes
+    assert strategy.max_arms == 15
+    assert strategy.N == K
+    assert sent == [(3, (40.0 - 11.0) / 3)] * 6
+    rec = strategy.records[0]
+    # D(3) = 11 and the three clients' costs, o + b/s with b = ⌊29/3⌋ = 9 samples each
+    assert rec["budget_used"] == pytest.approx(11.0 + 3 * 9.0)
+    with pytest.raises(InvalidParameterError, match=r"'budget'.*c_min \+ D\(1\) = 11.5"):
+        _strategy(aggregation=agg, budget=11.0)
 
 
 def test_budget_errors_are_those_of_arms_from_costs():

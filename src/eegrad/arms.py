@@ -96,7 +96,8 @@ class Arms:
         cost : CostFidelity
             C(θ), strictly increasing with C(0⁺) = ``cost.c_min``.
         aggregation : AggregationCost or callable
-            D(n), increasing with D(1) = 0.
+            D(n), increasing with D(1) >= 0 (a fixed per-round cost D(1) is spent whatever n
+            is; the paper's D(1) = 0 is the case without one).
         budget : float
             The per-round budget B > 0.
         max_arms : int
@@ -106,7 +107,7 @@ class Arms:
         Raises
         ------
         InvalidParameterError
-            If no arm is feasible (B <= c_min + D(1)), D(1) != 0, D decreases, C is not
+            If no arm is feasible (B <= c_min + D(1)), D(1) < 0, D decreases, C is not
             strictly increasing or not finite on the fidelities used, or N > ``max_arms``.
 
         Examples
@@ -191,20 +192,22 @@ def feasible_arms(
 ) -> tuple[int, np.ndarray]:
     r"""N = max{n : B > n c_min + D(n)} and D(1..N+1), with the checks of :meth:`Arms.from_costs`.
 
-    Raises the same errors: no feasible arm, D(1) != 0, D decreasing or not finite, N > max_arms.
+    Raises the same errors: no feasible arm, D(1) < 0, D decreasing or not finite, N > max_arms.
     """
     B = check_real(budget, "budget", owner, gt=0)
     max_arms = check_integer(max_arms, "max_arms", owner, ge=1)
     n_all = np.arange(1, max_arms + 2, dtype=np.float64)
     D_all = aggregation(n_all)
-    if not np.all(np.isfinite(D_all[:1])) or D_all[0] != 0.0:
-        raise fail("aggregation", owner, "a cost with D(1) = 0", f"D(1) = {D_all[0]!r}")
+    if not np.isfinite(D_all[0]) or D_all[0] < 0.0:
+        raise fail("aggregation", owner, "a cost with D(1) >= 0 (a fixed per-round cost, or 0)",
+                   f"D(1) = {float(D_all[0])!r}")  # fmt: skip
     feasible = n_all * c_min + D_all < B
     if not feasible[0]:
         raise fail(
             "budget",
             owner,
-            f"> c_min + D(1) = {c_min:g}, so that N = max{{n : B > n c_min + D(n)}} >= 1",
+            f"> c_min + D(1) = {c_min + D_all[0]:g}, so that N = max{{n : B > n c_min + D(n)}} "
+            ">= 1",
             B,
         )
     N = int(np.argmin(feasible)) if not feasible.all() else max_arms + 1

@@ -2,8 +2,9 @@ r"""Cost-fidelity functions C(θ) and aggregation costs D(n) (Section 2 of the p
 
 A stochastic gradient of fidelity θ > 0 costs C(θ), strictly increasing with
 :math:`\lim_{\theta \to 0} C(\theta) = c_{\min} \ge 0`. Averaging n gradients costs D(n),
-increasing with D(1) = 0. Both are unknown to EE-Grad; they define the arms through
-:func:`eegrad.Arms.from_costs`.
+increasing with D(1) >= 0: the paper's D(1) = 0 is the case of no fixed cost, and ``fixed``
+(e.g. a federated server's broadcast of the model) is spent every round whatever n is. Both are
+unknown to EE-Grad; they define the arms through :func:`eegrad.Arms.from_costs`.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ class CallableCost(CostFidelity):
 
 
 class AggregationCost:
-    """Base class of an aggregation cost D(n): increasing in n, D(1) = 0."""
+    """Base class of an aggregation cost D(n): increasing in n, D(1) >= 0 (the paper's
+    D(1) = 0 where there is no fixed per-round cost)."""
 
     def cost(self, n: np.ndarray) -> np.ndarray:
         """D(n) for an array of mini-batch sizes n >= 1."""
@@ -170,52 +172,77 @@ class AggregationCost:
         return self.cost(np.asarray(n, dtype=np.float64))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LinearAggregation(AggregationCost):
-    r"""Linear aggregation cost :math:`D(n) = b\,(n - 1)`, ``b >= 0``."""
+    r"""Linear aggregation cost :math:`D(n) = D_0 + b\,(n - 1)`, ``b >= 0``; ``fixed``
+    :math:`D_0 \ge 0` is spent every round whatever n is (0: the paper's D(1) = 0)."""
 
     b: float = 0.0
+    fixed: float = 0.0
 
     def __post_init__(self) -> None:
         check_real(self.b, "b", "LinearAggregation", ge=0)
+        check_real(self.fixed, "fixed", "LinearAggregation", ge=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
-        """D(n) = b (n − 1)."""
-        return self.b * (np.asarray(n, dtype=np.float64) - 1.0)
+        """D(n) = D₀ + b (n − 1)."""
+        return self.fixed + self.b * (np.asarray(n, dtype=np.float64) - 1.0)
+
+    def __repr__(self) -> str:
+        return _repr_with_fixed(self, "b")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LogAggregation(AggregationCost):
-    r"""Logarithmic aggregation cost :math:`D(n) = b \ln n` (e.g. a reduction tree), ``b >= 0``."""
+    r"""Logarithmic aggregation cost :math:`D(n) = D_0 + b \ln n` (e.g. a reduction tree),
+    ``b >= 0``, ``fixed`` :math:`D_0 \ge 0`."""
 
     b: float = 0.0
+    fixed: float = 0.0
 
     def __post_init__(self) -> None:
         check_real(self.b, "b", "LogAggregation", ge=0)
+        check_real(self.fixed, "fixed", "LogAggregation", ge=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
-        """D(n) = b ln n."""
-        return self.b * np.log(np.asarray(n, dtype=np.float64))
+        """D(n) = D₀ + b ln n."""
+        return self.fixed + self.b * np.log(np.asarray(n, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        return _repr_with_fixed(self, "b")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PowerAggregation(AggregationCost):
-    r"""Power aggregation cost :math:`D(n) = b\,(n^q - 1)`, ``b >= 0``, ``q > 0``."""
+    r"""Power aggregation cost :math:`D(n) = D_0 + b\,(n^q - 1)`, ``b >= 0``, ``q > 0``,
+    ``fixed`` :math:`D_0 \ge 0`."""
 
     b: float = 0.0
     q: float = 1.0
+    fixed: float = 0.0
 
     def __post_init__(self) -> None:
         check_real(self.b, "b", "PowerAggregation", ge=0)
         check_real(self.q, "q", "PowerAggregation", gt=0)
+        check_real(self.fixed, "fixed", "PowerAggregation", ge=0)
 
     def cost(self, n: np.ndarray) -> np.ndarray:
-        """D(n) = b (n^q − 1)."""
-        return self.b * (np.asarray(n, dtype=np.float64) ** self.q - 1.0)
+        """D(n) = D₀ + b (n^q − 1)."""
+        return self.fixed + self.b * (np.asarray(n, dtype=np.float64) ** self.q - 1.0)
+
+    def __repr__(self) -> str:
+        return _repr_with_fixed(self, "b", "q")
+
+
+def _repr_with_fixed(cost: AggregationCost, *names: str) -> str:
+    """The dataclass repr, with ``fixed`` only where it is not 0 (the paper's case)."""
+    names = (*names, "fixed") if cost.fixed else names  # type: ignore[attr-defined]
+    args = ", ".join(f"{k}={getattr(cost, k)!r}" for k in names)
+    return f"{type(cost).__name__}({args})"
 
 
 class CallableAggregation(AggregationCost):
-    """A user's own aggregation cost ``func(n)``; D(1) = 0 and monotonicity are checked
+    """A user's own aggregation cost ``func(n)``; D(1) >= 0 and monotonicity are checked
     on the arms used by :func:`eegrad.Arms.from_costs`."""
 
     def __init__(self, func: Callable[[np.ndarray], np.ndarray]):

@@ -36,14 +36,30 @@ from ._random import RealizationStreams, as_generator
 from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
 from .arms import Arms
 from .engines import check_engine, numba_available
+from .parts import PullAccumulator
+from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
 from .spread import check_weights, pair_sum
 
 __all__ = ["GradientEstimator"]
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
+def _flatten(x: Any) -> Any:
+    """A list of arrays (or tensors) as one flat vector; a single one, flat."""
+    if isinstance(x, list | tuple):
+        if _is_torch(x[0]):
+            import torch
+
+            return torch.cat([t.reshape(-1) for t in x])
+        return np.concatenate([np.ravel(a) for a in x])
+    return x.reshape(-1)
+
+
+def _flat_host(g: Any) -> np.ndarray:
+    """The round's output as one float64 NumPy vector (a list of arrays or tensors joined)."""
+    parts = g if isinstance(g, list | tuple) else [g]
+    return np.concatenate([np.ravel(p.detach().cpu().numpy() if _is_torch(p) else p)
+                           for p in parts]).astype(np.float64)  # fmt: skip
 
 
 def _all_finite(x: Any) -> bool:
@@ -111,13 +127,15 @@ class _Backend:
     compiled: _CompiledRound | None
 
     def __init__(self, N: int, centred: bool):
-        self.mean = self.buf[:N]  # the reference path's means (its slots never move)
+        # the reference path's means (its slots never move); none where T = 1 (no statistics)
+        self.mean = None if self.buf is None else self.buf[:N]
         self.centred = centred
         self.ref: Any = None
         self.ref_host: np.ndarray | None = None  # the compiled pass's view of ref, made once
 
     def clear(self, centred: bool) -> None:
-        self.buf[...] = 0
+        if self.buf is not None:
+            self.buf[...] = 0
         if self.compiled is not None:
             self.compiled.clear()
         self.centred, self.ref, self.ref_host = centred, None, None
@@ -153,12 +171,14 @@ class _NumpyBackend(_Backend):
     allocation (compiled: in one pass, :class:`_CompiledRound`). The estimate
     Σ_t G_t = Σ_n γ_n m_n is formed once, in result()."""
 
-    def __init__(self, N: int, d: int, dtype: Any, centred: bool = False, compiled: bool = False):
+    def __init__(self, N: int, d: int, dtype: Any, centred: bool = False, compiled: bool = False,
+                 statistics: bool = True):  # fmt: skip
         self.dtype = np.dtype(np.float64 if dtype is None else dtype)
-        self.buf = np.zeros((N + 1, d), dtype=self.dtype)
-        self.delta = np.empty(d, dtype=self.dtype)
+        self.buf = np.zeros((N + 1, d), dtype=self.dtype) if statistics else None
+        self.delta = np.empty(d, dtype=self.dtype) if statistics else None
         kernel_dtype = self.dtype in (np.float32, np.float64)
-        self.compiled = _CompiledRound(self.buf) if compiled and kernel_dtype else None
+        self.compiled = (_CompiledRound(self.buf) if compiled and kernel_dtype and statistics
+                         else None)  # fmt: skip
         super().__init__(N, centred)
 
     def convert(self, g: Any) -> np.ndarray:
@@ -220,23 +240,26 @@ class _TorchBackend(_Backend):
     the tensors' NumPy views)."""
 
     def __init__(self, N: int, d: int, like: Any, dtype: Any, centred: bool = False,
-                 compiled: bool = False):  # fmt: skip
+                 compiled: bool = False, statistics: bool = True):  # fmt: skip
         import torch
 
         self.torch = torch
         self.dtype = like.dtype if dtype is None else dtype
         self.out_dtype = like.dtype
-        self.buf = torch.zeros((N + 1, d), dtype=self.dtype, device=like.device)
-        self.delta = torch.empty(d, dtype=self.dtype, device=like.device)
+        self.device = like.device
+        self.buf = (torch.zeros((N + 1, d), dtype=self.dtype, device=like.device) if statistics
+                    else None)  # fmt: skip
+        self.delta = torch.empty(d, dtype=self.dtype, device=like.device) if statistics else None
         on_cpu = like.device.type == "cpu" and self.dtype in (torch.float32, torch.float64)
-        self.compiled = _CompiledRound(self.buf.numpy()) if compiled and on_cpu else None
+        self.compiled = (_CompiledRound(self.buf.numpy()) if compiled and on_cpu and statistics
+                         else None)  # fmt: skip
         super().__init__(N, centred)
 
     def convert(self, g: Any) -> Any:
-        return g.detach().reshape(-1).to(device=self.mean.device, dtype=self.dtype)
+        return g.detach().reshape(-1).to(device=self.device, dtype=self.dtype)
 
     def fits(self, g: Any) -> bool:
-        return _is_torch(g) and g.device == self.mean.device and g.dtype == self.out_dtype
+        return _is_torch(g) and g.device == self.device and g.dtype == self.out_dtype
 
     def host(self, x: Any) -> np.ndarray:
         return x.numpy()
@@ -268,14 +291,13 @@ class _TorchBackend(_Backend):
 
     def stack(self, parts: Any) -> Any:
         t = self.torch.stack(list(parts)) if isinstance(parts, list | tuple) else parts
-        return t.detach().to(device=self.mean.device, dtype=self.dtype)
+        return t.detach().to(device=self.device, dtype=self.dtype)
 
     def combine(self, parts: Any, weights: np.ndarray) -> tuple[Any, float]:
         """Weighted mean (on the device) and the pair sum (one scalar to the host)."""
         present = weights > 0
-        p = self.torch.as_tensor(weights / weights.sum(), dtype=self.dtype,
-                                 device=self.mean.device)  # fmt: skip
-        keep = self.torch.as_tensor(present, device=self.mean.device)
+        p = self.torch.as_tensor(weights / weights.sum(), dtype=self.dtype, device=self.device)
+        keep = self.torch.as_tensor(present, device=self.device)
         sub = parts[keep]
         dev = sub - sub.mean(dim=0)
         y = float(present.sum()) * float((dev * dev).sum().item())
@@ -283,7 +305,7 @@ class _TorchBackend(_Backend):
 
     def result(self, counts: np.ndarray, T: int) -> Any:
         weights, rows = self.result_terms(counts)
-        weights = self.torch.as_tensor(weights, dtype=self.dtype, device=self.mean.device)
+        weights = self.torch.as_tensor(weights, dtype=self.dtype, device=self.device)
         out = weights @ rows / T
         return (out if self.ref is None else out + self.ref).to(self.out_dtype)
 
@@ -351,6 +373,8 @@ class GradientEstimator:
         self._gen = as_generator(rng, owner)
         self._backend: Any = None
         self._pending: int | None = None
+        self._pull: PullAccumulator | None = None  # the parts told so far by tell_part
+        self._single: Any = None  # with T = 1, the round's output (no statistics are kept)
         self.reset()
 
     def reset(self) -> None:
@@ -372,6 +396,8 @@ class GradientEstimator:
             # Keep the buffers (N·d numbers) from estimate to estimate; cleared, not reallocated.
             self._backend.clear(centred=self._mode == "gram")
         self._pending = None
+        self._pull = None
+        self._single = None
         self.t = 0
 
     def next_iterate(self) -> None:
@@ -437,25 +463,38 @@ class GradientEstimator:
             self._backend = None  # a new estimate in another type or device
         if self._backend is None:
             centred = self._mode == "gram"
+            # With T = 1 an estimate is its one round: no arm statistics (N·d numbers) are kept.
+            stats = self.T > 1
             if _is_torch(like):
                 self._backend = _TorchBackend(self.N, self.dim, like, self.accumulate_dtype,
-                                              centred=centred, compiled=self._compiled)  # fmt: skip
+                                              centred=centred, compiled=self._compiled,
+                                              statistics=stats)  # fmt: skip
             else:
                 self._backend = _NumpyBackend(self.N, self.dim, self.accumulate_dtype,
-                                              centred=centred, compiled=self._compiled)  # fmt: skip
+                                              centred=centred, compiled=self._compiled,
+                                              statistics=stats)  # fmt: skip
         elif _is_torch(like) != isinstance(self._backend, _TorchBackend):
             raise InvalidParameterTypeError(
                 "The gradients told to GradientEstimator changed type within an estimate "
                 f"(round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
             )
 
-    def _record(self, g: Any, pairs: tuple[float, np.ndarray] | None) -> None:
-        """Add the round's output g (in the backend) to the statistics and tell the rule."""
+    def _record(self, g: Any, pairs: tuple[float, np.ndarray] | None,
+                finite: bool | None = None) -> None:  # fmt: skip
+        """Add the round's output g (in the backend, or a pull's mean) to the statistics and
+        tell the rule; ``finite`` where the caller knows it."""
         arm = self._pending
         cnt = int(self.selector.counts[0, arm]) + 1
-        # ‖G − m‖² is finite exactly when G is (m is): the check costs no extra pass, and it
-        # comes before any state changes.
-        inc, row = self._backend.update(arm, g, cnt, with_row=self._mode == "gram")
+        if self.T == 1:
+            # One round per estimate: the estimate is G itself, (1 − 1/γ)‖G − m‖² = 0 and the
+            # Gram row of the one (centred) mean is 0 — what the statistics would give.
+            ok = _all_finite(g) if finite is None else finite
+            inc = 0.0 if ok else math.nan
+            row = np.zeros(self.N) if self._mode == "gram" else None
+        else:
+            # ‖G − m‖² is finite exactly when G is (m is): the check costs no extra pass, and
+            # it comes before any state changes.
+            inc, row = self._backend.update(arm, g, cnt, with_row=self._mode == "gram")
         if not math.isfinite(inc):  # also for γ = 1: NaN·0 and Inf·0 are NaN
             raise NonFiniteGradientError(
                 f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
@@ -464,12 +503,13 @@ class GradientEstimator:
         if self._mode == "pairs":
             self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None])
         elif self._mode == "full":
-            host = g.detach().cpu().numpy() if _is_torch(g) else g
-            self.selector.tell(arms, np.asarray(host, dtype=np.float64)[None], check=False)
+            self.selector.tell(arms, _flat_host(g)[None], check=False)
         elif self._mode == "gram":
             self.selector.tell_summary(arms, np.array([inc]), row[None])
         else:
             self.selector.tell_summary(arms, np.array([inc]))
+        if self.T == 1:
+            self._single = g
         self._pending = None
         self.t += 1
 
@@ -513,6 +553,79 @@ class GradientEstimator:
             )
         self._record(mean, (y, w))
 
+    def tell_part(self, part: Any, weight: float) -> None:
+        r"""One part of the pending pull (a client's update, a worker's gradient), told as it
+        arrives; :meth:`end_pull` tells the pull. Nothing of size n × d is kept: the parts are
+        folded into running sums (:class:`eegrad.parts.PullAccumulator`), so that a pull of n
+        parts costs O(d) memory, as FedAvg's server does.
+
+        Parameters
+        ----------
+        part : array, tensor, or a sequence of them
+            The part, flat of length dim, or a model's arrays (their sizes adding up to dim);
+            NumPy arrays or PyTorch tensors, kept in their dtype and on their device.
+        weight : float
+            The samples it used, >= 0 (0: left out).
+
+        The rounds' gradients and choices are those of :meth:`tell_parts` with the same parts,
+        to rounding (the pair sum is Welford's running sum rather than the stack's).
+        """
+        owner = "GradientEstimator.tell_part"
+        if self._pending is None:
+            raise ProtocolError("tell_part() without a pending ask(): ask() for the mini-batch "
+                                "size first")  # fmt: skip
+        first = self._pull is None
+        if first:
+            self._pull = PullAccumulator(spread=self._mode == "pairs",
+                                         engine="auto" if self._compiled else "numpy")  # fmt: skip
+        try:
+            self._pull.add(part, weight)
+        except NonFiniteGradientError:
+            raise NonFiniteGradientError(
+                f"The part told at round {self.t + 1} for n = {self._pending + 1} (part "
+                f"{self._pull.count + 1}) contains NaN or Inf; withdraw() the round to go on."
+            ) from None
+        if first and self._pull.count and self._pull.size != self.dim:
+            size, self._pull = self._pull.size, None
+            raise fail("part", owner, f"of dim = {self.dim} numbers in all",
+                       f"{size} at round {self.t + 1}")  # fmt: skip
+
+    def end_pull(self) -> None:
+        """Tell the pending pull from the parts given to :meth:`tell_part` since the ask."""
+        if self._pending is None or self._pull is None or self._pull.count == 0:
+            raise ProtocolError("end_pull() without parts: ask(), then tell_part() for each "
+                                "part (with a weight > 0)")  # fmt: skip
+        pull, self._pull = self._pull, None
+        self.tell_pull(pull)
+
+    def tell_pull(self, pull: PullAccumulator) -> None:
+        """Tell the pending pull from its parts' running sums, accumulated by the caller (e.g.
+        a federated server folding each reply into a :class:`~eegrad.parts.PullAccumulator`
+        with its model as the reference). With T = 1 the estimate is the pull's mean as it
+        is — an array, or a list of arrays in the model's shapes and dtype."""
+        owner = "GradientEstimator.tell_pull"
+        if self._pending is None:
+            raise ProtocolError("tell_pull() without a pending ask(): ask() first")
+        if not isinstance(pull, PullAccumulator):
+            raise InvalidParameterTypeError(f"The 'pull' parameter of {owner} must be a "
+                                            f"PullAccumulator. Got {pull!r} instead.")  # fmt: skip
+        if pull.count == 0:
+            raise fail("pull", owner, "a pull with at least one part of weight > 0", "none")
+        if pull.size != self.dim:
+            raise fail("pull", owner, f"parts of dim = {self.dim} numbers",
+                       f"{pull.size} at round {self.t + 1}")  # fmt: skip
+        if self._mode == "pairs" and not pull.spread:
+            raise fail("pull", owner, f"made with spread=True: {self.selector!r} learns from "
+                       "the parts' spread", "spread=False")  # fmt: skip
+        pairs = (pull.pair_sum(), pull.weights) if self._mode == "pairs" else None
+        mean = pull.mean()
+        if self.T == 1:
+            self._record(mean, pairs, finite=True)  # the accumulator checked every part
+            return
+        flat = _flatten(mean)
+        self._ensure_backend(flat)
+        self._record(self._backend.convert(flat), pairs)
+
     def withdraw(self) -> None:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the
         next :meth:`ask` is for the same round number. The rule's random draws for it are spent.
@@ -521,10 +634,15 @@ class GradientEstimator:
             raise ProtocolError("withdraw() without a pending ask()")
         self.selector.withdraw()
         self._pending = None
+        self._pull = None
 
     def result(self) -> Any:
         """The estimate G = (1/T) Σ_t G_t = (1/T) Σ_n γ_n m_n, in the gradients' type (and
         device)."""
         if not self.done:
             raise ProtocolError(f"result() after {self.t} of T = {self.T} rounds: tell all T first")
+        if self.T == 1:
+            g = self._single
+            return g.to(self._backend.out_dtype) if isinstance(self._backend, _TorchBackend) \
+                and _is_torch(g) else g
         return self._backend.result(self.selector.counts[0], self.T)

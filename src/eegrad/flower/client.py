@@ -162,7 +162,8 @@ def budgeted_train(
     def train(msg: Message, context: Context) -> Message:
         record = msg.content[arrayrecord_key]
         keys = list(record.keys())
-        arrays = [record[k].numpy().astype(np.float64) for k in keys]
+        received = [record[k].numpy() for k in keys]
+        arrays = [a.astype(np.float64) for a in received]  # the user's gradient sees float64
         config = msg.content[configrecord_key]
         if SHARE_KEY not in config:
             raise InvalidParameterError(
@@ -199,7 +200,9 @@ def budgeted_train(
                     break
             arrays = [a - lr * s / total for a, s in zip(arrays, acc, strict=True)]
             cost = (time.perf_counter() - start) / model.seconds_per_unit
-        out = ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(keys, arrays, strict=True)})
+        # The reply keeps the model's dtypes, as the server's aggregation expects.
+        out = ArrayRecord({k: Array(np.asarray(a, dtype=r.dtype))
+                           for k, a, r in zip(keys, arrays, received, strict=True)})  # fmt: skip
         metrics = MetricRecord({"num-examples": int(total), "cost": float(cost),
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)

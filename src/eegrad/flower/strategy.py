@@ -3,8 +3,9 @@ r"""A Flower strategy that learns how many clients to ask under a per-round budg
 At every server round :class:`EEGradStrategy` asks its selector for an arm n — the number of
 clients — samples n of the connected nodes, and sends each the model and its share
 :math:`(B - D(n))/n` of the round's budget B (the paper's Section 2: D(n) is the server's
-aggregation cost). It receives their updated models, turns each into an update
-:math:`u_i = w - w_i` (for one local gradient step, ``lr`` times the client's gradient — FedSGD,
+aggregation cost). It receives their updated models and folds each, as it comes, into the round's running sums
+(:class:`eegrad.parts.PullAccumulator`: one pass over the reply, in the model's dtype, as
+FedAvg's server makes; no n × d stack), as an update :math:`u_i = w - w_i` (for one local gradient step, ``lr`` times the client's gradient — FedSGD,
 the case the paper's model covers; for several local steps a model delta, a pseudo-gradient),
 and tells the selector the pull:
 
@@ -65,11 +66,18 @@ from .._validation import (
 from ..arms import feasible_arms, per_client_spend
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
+from ..parts import PullAccumulator
 from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
 from .client import SHARE_KEY
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
+
+
+def _cast_like(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A step computed in float64 back to the model's dtype (integers rounded, e.g. a batch
+    normalisation's step counter)."""
+    return (np.rint(x) if dtype.kind in "iub" else x).astype(dtype)
 
 #: Columns of the per-round records (and of ``csv_path``).
 RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
@@ -96,7 +104,9 @@ class EEGradStrategy(Strategy):
         sample), > 0: N = max{n : B > n c_min + D(n)} (Section 2), capped at the nodes
         connected. A budget that affords no arm raises the error of :meth:`eegrad.Arms.from_costs`.
     aggregation : AggregationCost or callable, optional
-        D(n), the server's cost of averaging n updates (default: none, D = 0).
+        D(n), the server's cost of a round of n clients (default: none, D = 0). D(1) > 0 is a
+        fixed per-round cost (e.g. broadcasting the model), spent whatever n is, e.g.
+        ``LinearAggregation(b=0.5, fixed=10.0)``: the clients share B − D(n).
     selector : Selector, optional
         The rule. Default: :class:`~eegrad.SpreadThompson` for ``steps="every-round"`` (told the
         population K and the arms' spends), :func:`~eegrad.default_selector` for
@@ -215,10 +225,9 @@ class EEGradStrategy(Strategy):
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
             time.sleep(1.0)
         keys = list(arrays.keys())
-        flat = [arrays[k].numpy() for k in keys]
-        w = np.concatenate([a.reshape(-1).astype(np.float64) for a in flat])
+        model = [arrays[k].numpy() for k in keys]  # the model's arrays, in their own dtypes
         if self.estimator is None:
-            self._setup(len(nodes), w.size)
+            self._setup(len(nodes), sum(a.size for a in model))
         n = self.estimator.ask()
         pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
@@ -228,15 +237,16 @@ class EEGradStrategy(Strategy):
         cfg[SHARE_KEY] = share
         cfg["eegrad-n"] = n
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
-        self._round = {"server_round": server_round, "n": n, "nodes": chosen, "w": w,
-                       "keys": keys, "shapes": [a.shape for a in flat],
-                       "dtypes": [a.dtype for a in flat]}  # fmt: skip
+        self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
+                       "keys": keys}  # fmt: skip
         log(INFO, "configure_train: n = %d clients (share %.4g each)", n, share)
         return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
                 for nid in chosen]  # fmt: skip
 
-    def _update(self, msg: Message, server_round: int) -> tuple[np.ndarray, float, float]:
-        """(u, weight, cost) of one reply; raises naming the node and round."""
+    def _reply(self, msg: Message, server_round: int) -> tuple[list[Array], float, float]:
+        """(arrays, weight, cost) of one reply, its arrays checked against the model's names,
+        shapes and dtypes from their metadata (nothing deserialised); raises naming the node
+        and the round."""
         rnd = self._round
         node = msg.metadata.src_node_id
         where = f"node {node} at server round {server_round}"
@@ -250,17 +260,16 @@ class EEGradStrategy(Strategy):
             raise ClientUpdateError(
                 f"The update of {where} has arrays {list(rec.keys())}, expected {rnd['keys']}."
             )
-        parts = []
-        for k, shape in zip(rnd["keys"], rnd["shapes"], strict=True):
-            a = rec[k].numpy()
-            if a.shape != shape:
-                raise ClientUpdateError(
-                    f"The update of {where} has array {k!r} of shape {a.shape}, expected {shape}."
-                )
-            parts.append(a.reshape(-1).astype(np.float64))
-        w_i = np.concatenate(parts)
-        if not np.all(np.isfinite(w_i)):
-            raise NonFiniteGradientError(f"The update of {where} contains NaN or Inf.")
+        arrays = []
+        for k, ref in zip(rnd["keys"], rnd["model"], strict=True):
+            a = rec[k]
+            if tuple(a.shape) != ref.shape:
+                raise ClientUpdateError(f"The update of {where} has array {k!r} of shape "
+                                        f"{tuple(a.shape)}, expected {ref.shape}.")  # fmt: skip
+            if np.dtype(a.dtype) != ref.dtype:
+                raise ClientUpdateError(f"The update of {where} has array {k!r} of dtype "
+                                        f"{a.dtype}, expected {ref.dtype} (the model's).")  # fmt: skip
+            arrays.append(a)
         metrics = next(iter(content.metric_records.values()), None)
         if metrics is None or self.weighted_by_key not in metrics:
             raise ClientUpdateError(
@@ -271,8 +280,20 @@ class EEGradStrategy(Strategy):
             raise ClientUpdateError(
                 f"The reply of {where} reports {self.weighted_by_key} = {weight!r}; it must be > 0."
             )
-        cost = float(metrics.get("cost", np.nan))
-        return rnd["w"] - w_i, weight, cost
+        return arrays, weight, float(metrics.get("cost", np.nan))
+
+    def _fold(self, pull: PullAccumulator, msg: Message, server_round: int) -> float:
+        """Fold one reply into the round's running sums, one array at a time (each
+        deserialised, folded and dropped); returns its reported cost."""
+        arrays, weight, cost = self._reply(msg, server_round)
+        try:
+            pull.add((a.numpy() for a in arrays), weight)
+        except NonFiniteGradientError:
+            raise NonFiniteGradientError(
+                f"The update of node {msg.metadata.src_node_id} at server round {server_round} "
+                "contains NaN or Inf."
+            ) from None
+        return cost
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -297,27 +318,28 @@ class EEGradStrategy(Strategy):
                     server_round, m.error.reason)  # fmt: skip
         n = rnd["n"]
         est = self.estimator
-        updates = [self._update(m, server_round) for m in good]
-        used = float(self.aggregation(np.array([float(max(len(updates), 1))]))[0])
+        # One pass over the replies: each folded into running sums (the updates u_i = w − w_i
+        # in the model's dtype, float64 scalars), FedAvg's server cost; no n × d stack.
+        pull = PullAccumulator(reference=rnd["model"], spread=est.selector.uses_parts)
+        costs = [self._fold(pull, m, server_round) for m in good]
+        replied = len(costs)
+        used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
+        used += float(np.nansum(costs)) if costs else 0.0
         new_arrays = None
         step = 0
-        if not updates:
+        if not replied:
             est.withdraw()
         else:
-            U = np.stack([u for u, _, _ in updates])
-            weights = np.array([wt for _, wt, _ in updates])
-            used += float(np.nansum([c for _, _, c in updates]))
-            est.tell_parts(U, weights)
+            est.tell_pull(pull)
+            del pull  # nothing of the round is kept past its use
             if est.done:
-                G = est.result()
+                new_arrays = self._step(est.result())
                 est.next_iterate()
-                w_new = rnd["w"] - self.server_lr * G
-                new_arrays = self._arrays(w_new)
                 self._steps_taken += 1
                 step = 1
         self._cost += self.budget
         row = {"server_round": server_round, "step": self._steps_taken if step else "",
-               "arm": n, "clients_asked": n, "clients_replied": len(updates),
+               "arm": n, "clients_asked": n, "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
         self.records.append(row)
@@ -326,19 +348,23 @@ class EEGradStrategy(Strategy):
                 write_table(self.csv_path, self.records, RECORD_COLUMNS)
             else:
                 append_row(self.csv_path, row, RECORD_COLUMNS)
-        metrics = MetricRecord({"arm": n, "clients-replied": len(updates),
+        metrics = MetricRecord({"arm": n, "clients-replied": replied,
                                 "clients-failed": len(failed), "budget-used": used,
                                 "cost": self._cost, "step": step})  # fmt: skip
         self._round = None
         return new_arrays, metrics
 
-    def _arrays(self, w: np.ndarray) -> ArrayRecord:
+    def _step(self, G: Any) -> ArrayRecord:
+        """w ← w − η G, array by array in the model's dtypes (G: the pull's mean in the
+        model's arrays with T = 1, the estimator's flat float64 mean of T rounds otherwise)."""
         rnd = self._round
-        out, start = {}, 0
-        for k, shape, dtype in zip(rnd["keys"], rnd["shapes"], rnd["dtypes"], strict=True):
-            size = int(np.prod(shape))
-            out[k] = Array(w[start : start + size].reshape(shape).astype(dtype))
-            start += size
+        if not isinstance(G, list):
+            sizes = np.cumsum([a.size for a in rnd["model"]])[:-1]
+            G = np.split(np.asarray(G), sizes)
+        out = {}
+        for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
+            new = w - self.server_lr * g.reshape(w.shape)
+            out[k] = Array(new if new.dtype == w.dtype else _cast_like(new, w.dtype))
         return ArrayRecord(out)
 
     # -- evaluate ----------------------------------------------------------------------------------

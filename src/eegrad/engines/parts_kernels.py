@@ -1,0 +1,71 @@
+"""Numba kernel of a pull's parts told one at a time (:class:`eegrad.parts.PullAccumulator`).
+
+Imported only when Numba is installed. Per part and per array of the model, one pass: the
+update u = s·(r − x) (or s·x), formed in float64 from the arrays' own dtype, updates the
+weighted running mean (West's update) and, where the rule learns from the spread of the parts,
+the unweighted running mean (Welford's), both stored in the model's dtype; the two squared
+deviations are summed in float64. FedAvg's server reads each reply once and writes one sum; so
+does this pass, with one more d-vector where the unweighted mean is kept.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+
+
+# reassoc/contract: the sums run in SIMD lanes (a fixed order for a given build); no
+# 'nnan'/'ninf': a non-finite part must reach the sums, which is how it is detected.
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def add_part(x, ref, has_ref, scale, mean_w, share, mean_u, with_u, inv_count):  # pragma: no cover
+    """Fold one array of one part into the running means; returns the two squared sums.
+
+    Parameters
+    ----------
+    x : (m,) array
+        The part's array (the client's model where ``has_ref``, else its update), flat.
+    ref : (m,) array
+        The reference r (the server's model), read only where ``has_ref``.
+    has_ref : bool
+        Whether the update is r − x (else x itself).
+    scale : float
+        s, the factor on the update (1, or a clipping factor).
+    mean_w : (m,) array
+        The weighted mean of the updates so far, updated in place: m_w + (ω/W)(u − m_w).
+    share : float
+        ω/W, the part's weight over the total weight with it.
+    mean_u : (m,) array
+        The unweighted mean so far, updated in place where ``with_u``: m_u + (u − m_u)/k.
+    with_u : bool
+        Whether to keep the unweighted mean (rules that learn from the parts' spread).
+    inv_count : float
+        1/k, k the number of parts with this one.
+
+    Returns
+    -------
+    (float, float)
+        Σ ω (u − m_w)·(u − m_w') / ω and Σ (u − m_u)·(u − m_u') over the array (primes: after
+        the update), in float64: the increments of Σω‖u − ū_ω‖² (times 1/ω) and of
+        Σ‖u − ū‖², each exact in exact arithmetic (West; Welford).
+    """
+    q = 0.0
+    m2 = 0.0
+    for j in range(x.shape[0]):
+        u = scale * (float(ref[j]) - float(x[j])) if has_ref else scale * float(x[j])
+        dw = u - float(mean_w[j])
+        mean_w[j] = float(mean_w[j]) + share * dw
+        q += dw * (u - float(mean_w[j]))
+        if with_u:
+            du = u - float(mean_u[j])
+            mean_u[j] = float(mean_u[j]) + inv_count * du
+            m2 += du * (u - float(mean_u[j]))
+    return q, m2
+
+
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def squared_norm(x, ref, has_ref):  # pragma: no cover - compiled
+    """Σ (r − x)² (or Σ x²) in float64, the arrays read once."""
+    acc = 0.0
+    for j in range(x.shape[0]):
+        u = (float(ref[j]) - float(x[j])) if has_ref else float(x[j])
+        acc += u * u
+    return acc
