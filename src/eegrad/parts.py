@@ -229,7 +229,7 @@ class PullAccumulator:
             from .engines.parts_kernels import add_part
 
             return add_part(xf, xf if rf is None else rf, rf is not None, scale, mean_w, share,
-                            xf if mean_u is None else mean_u, mean_u is not None, inv_count)  # fmt: skip
+                            mean_w if mean_u is None else mean_u, mean_u is not None, inv_count)  # fmt: skip
         return _fold_numpy(xf, rf, scale, share, inv_count, mean_w, mean_u)
 
     # -- reading -----------------------------------------------------------------------------------

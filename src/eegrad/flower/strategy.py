@@ -33,6 +33,8 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
+import io
+import math
 import time
 from collections.abc import Iterable
 from logging import INFO
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npy_format
 from flwr.app import (
     Array,
     ArrayRecord,
@@ -49,6 +52,7 @@ from flwr.app import (
     MetricRecord,
     RecordDict,
 )
+from flwr.common.constant import SType
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
@@ -72,6 +76,28 @@ from ..selectors import Selector, SpreadThompson, default_selector
 from .client import SHARE_KEY
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
+
+
+def array_view(array: Array) -> np.ndarray:
+    """A read-only NumPy view of a Flower ``Array``'s bytes, without the copy that
+    ``Array.numpy()`` (``np.load``) makes: the ``.npy`` header is parsed and the data viewed in
+    place. Other serialisations, and object arrays, go through ``Array.numpy()`` (which refuses
+    pickles)."""
+    if array.stype != SType.NUMPY:
+        return array.numpy()
+    data = array.data
+    head = io.BytesIO(data)
+    version = npy_format.read_magic(head)
+    if version not in ((1, 0), (2, 0)):
+        return array.numpy()
+    read = npy_format.read_array_header_1_0 if version == (1, 0) else \
+        npy_format.read_array_header_2_0
+    shape, fortran, dtype = read(head)
+    if dtype.hasobject:
+        return array.numpy()
+    count = math.prod(shape)
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=head.tell())
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def _cast_like(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -225,7 +251,7 @@ class EEGradStrategy(Strategy):
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
             time.sleep(1.0)
         keys = list(arrays.keys())
-        model = [arrays[k].numpy() for k in keys]  # the model's arrays, in their own dtypes
+        model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
         if self.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
         n = self.estimator.ask()
@@ -287,7 +313,7 @@ class EEGradStrategy(Strategy):
         deserialised, folded and dropped); returns its reported cost."""
         arrays, weight, cost = self._reply(msg, server_round)
         try:
-            pull.add((a.numpy() for a in arrays), weight)
+            pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
             raise NonFiniteGradientError(
                 f"The update of node {msg.metadata.src_node_id} at server round {server_round} "

@@ -1,0 +1,162 @@
+"""The Flower server's cost: EEGradStrategy against Flower's FedAvg (run by hand).
+
+A model of P float32 numbers in 62 arrays (a ResNet-18's count of parameter arrays: 31 large
+weights holding almost all of P and 31 small vectors), n client replies built as Flower builds
+them (an ArrayRecord of serialised arrays and a ``num-examples`` metric), then one round's
+aggregation timed: FedAvg's ``aggregate_train`` against EEGradStrategy's ``configure_train`` and
+``aggregate_train`` (the model's deserialisation, the one pass over the replies, the selector's
+ask and tell, the step and its serialisation), with ``FixedArm(n)`` and with the default rule
+(:class:`~eegrad.SpreadThompson`, whose first round asks all n). Each case runs in a process of
+its own, so that its peak resident memory (``ru_maxrss``) is its own: it is reported whole (the
+replies included, as a server holds them) and above the process's peak before the round.
+
+Reported: time per client update (the round's time / n, best of ``--repeat``), the peak
+memory, and both as ratios to FedAvg's in the same run. Targets (issue "a real federation's
+scale"): at most 1.25× FedAvg's time and peak memory at 11.2 M parameters and n = 20.
+
+Usage: ``python benchmarks/bench_flower_server.py [--sizes 1e6 11.2e6 25.6e6] [--clients 20 100]
+[--repeat 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+STRATEGIES = ("fedavg", "eegrad-fixed", "eegrad-default")
+ARRAYS = 62
+
+
+def shapes(total: int) -> list[tuple[int, ...]]:
+    """62 arrays: 31 vectors of 512 and 31 weights sharing the rest (sizes growing 4-fold over
+    the 31, as a ResNet's layers do)."""
+    small = 31 * 512
+    grow = np.geomspace(1.0, 4.0**4, ARRAYS // 2)
+    big = np.floor(grow / grow.sum() * (total - small)).astype(int)
+    big[-1] += total - small - big.sum()
+    out: list[tuple[int, ...]] = []
+    for b in big:
+        out += [(int(b),), (512,)]
+    return out
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
+    """One case in this process: seconds per client update (best of ``repeat``) and peak MiB."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+    from flwr.serverapp.strategy import FedAvg
+
+    from eegrad import FixedArm
+    from eegrad.flower import EEGradStrategy, LocalGrid
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    rng = np.random.default_rng(0)
+    model = [rng.standard_normal(s).astype(np.float32) for s in shapes(total)]
+    keys = [f"a{i}" for i in range(len(model))]
+    initial = ArrayRecord({k: Array(a) for k, a in zip(keys, model, strict=True)})
+    grid = LocalGrid(_NoClient(), n, seed=1)  # node ids; messages are answered below
+    replies_content = []
+    for i in range(n):
+        delta = np.float32(1e-3 * (i + 1))
+        arrays = ArrayRecord({k: Array(a - delta) for k, a in zip(keys, model, strict=True)})
+        replies_content.append(RecordDict({"arrays": arrays,
+                                           "metrics": MetricRecord({"num-examples": 10 + i})}))  # fmt: skip
+
+    def replies_to(messages: list[Message]) -> list[Message]:
+        out = []
+        for j, msg in enumerate(messages):
+            msg.metadata.__dict__["_message_id"] = f"m{j}"
+            reply = Message(replies_content[j], reply_to=msg)
+            reply.metadata.__dict__["_src_node_id"] = msg.metadata.dst_node_id
+            out.append(reply)
+        return out
+
+    def make() -> object:
+        if strategy == "fedavg":
+            return FedAvg()
+        selector = FixedArm(n) if strategy == "eegrad-fixed" else None
+        return EEGradStrategy(budget=10.0 * n + 1.0, c_min=10.0, selector=selector, rng=0)
+
+    def round_once(s: object) -> float:
+        if strategy == "fedavg":
+            nodes = grid.get_node_ids()
+            msgs = [Message(RecordDict({"arrays": initial, "config": ConfigRecord({})}),
+                            dst_node_id=nid, message_type="train") for nid in nodes]  # fmt: skip
+            replies = replies_to(msgs)
+            t0 = time.perf_counter()
+            s.aggregate_train(1, replies)
+            return time.perf_counter() - t0
+        t0 = time.perf_counter()
+        msgs = list(s.configure_train(1, initial, ConfigRecord({}), grid))
+        assert len(msgs) == n, len(msgs)
+        replies = replies_to(msgs)
+        t1 = time.perf_counter()
+        s.aggregate_train(1, replies)
+        return (t1 - t0) + (time.perf_counter() - t1)
+
+    if strategy != "fedavg":  # compile the Numba kernels outside the timing
+        warm = [np.ones(4, np.float32)]
+        from eegrad.parts import PullAccumulator
+
+        pull = PullAccumulator(reference=warm)
+        pull.add(iter(warm), 1.0)
+    before = _peak_mib()
+    best = min(round_once(make()) for _ in range(repeat))
+    return {"seconds_per_update": best / n, "peak_mib": _peak_mib(),
+            "round_peak_mib": _peak_mib() - before}  # fmt: skip
+
+
+class _NoClient:
+    """A ClientApp stand-in: the benchmark answers the messages itself."""
+
+    def __call__(self, msg, context):  # pragma: no cover - never called
+        raise RuntimeError("not used")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=float, nargs="+", default=[1e6, 11.2e6, 25.6e6])
+    p.add_argument("--clients", type=int, nargs="+", default=[20, 100])
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--max-gib", type=float, default=14.0,
+                   help="skip cases whose replies alone exceed this (GiB)")
+    p.add_argument("--one", nargs=3, metavar=("STRATEGY", "SIZE", "N"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        s, size, n = args.one
+        print(json.dumps(one(s, int(float(size)), int(n), args.repeat)))
+        return
+    print("| parameters | n | strategy | time per update (ms) | × FedAvg | peak MiB | × FedAvg "
+          "| round's own peak MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for size in args.sizes:
+        for n in args.clients:
+            if 4 * size * n * 2 / 2**30 > args.max_gib:  # replies + their serialised bytes
+                print(f"| {size / 1e6:g} M | {n} | (skipped: over {args.max_gib:g} GiB) | | | | | |")
+                continue
+            rows = {}
+            for s in STRATEGIES:
+                out = subprocess.run([sys.executable, __file__, "--repeat", str(args.repeat),
+                                      "--one", s, str(size), str(n)],
+                                     capture_output=True, text=True, check=True)  # fmt: skip
+                rows[s] = json.loads(out.stdout.strip().splitlines()[-1])
+            base = rows["fedavg"]
+            for s, r in rows.items():
+                print(f"| {size / 1e6:g} M | {n} | {s} | {1e3 * r['seconds_per_update']:.2f} "
+                      f"| {r['seconds_per_update'] / base['seconds_per_update']:.2f} "
+                      f"| {r['peak_mib']:.0f} | {r['peak_mib'] / base['peak_mib']:.2f} "
+                      f"| {r['round_peak_mib']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
