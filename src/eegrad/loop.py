@@ -458,6 +458,24 @@ class GradientEstimator:
         self._ensure_backend(gradient)
         self._record(self._backend.convert(gradient), None)
 
+    def _before_restore(self, fields: dict[str, Any]) -> None:
+        """Before a checkpoint is restored (:mod:`eegrad.checkpoint`): build the backend the
+        checkpoint's estimator had, so that its arrays are restored in place (its means are
+        views of one buffer)."""
+        backend = fields.get("_backend")
+        if not isinstance(backend, dict) or "__object__" not in backend:
+            return
+        if backend["__object__"].endswith("._TorchBackend"):
+            import torch
+
+            spec = backend["fields"]
+            dtype = getattr(torch, spec["out_dtype"]["__torch__"].removeprefix("torch."))
+            like = torch.empty(1, dtype=dtype, device=str(spec["device"]["__torch__"]))
+        else:
+            like = np.empty(1)
+        self._backend = None
+        self._ensure_backend(like)
+
     def _ensure_backend(self, like: Any) -> None:
         if self._backend is not None and self.t == 0 and not self._backend.fits(like):
             self._backend = None  # a new estimate in another type or device

@@ -15,14 +15,14 @@ import os
 import platform
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["append_row", "atomic_write_bytes", "environment", "format_value", "read_table",
+__all__ = ["append_row", "atomic_write", "atomic_write_bytes", "environment", "format_value", "read_table",
            "write_json",
            "write_table"]  # fmt: skip
 
@@ -35,15 +35,16 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename, with the permissions a
-    plain ``open(path, "w")`` would give (0666 less the umask; a temporary file is 0600)."""
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path``,
+    with the permissions a plain ``open(path, "w")`` would give (0666 less the umask; a
+    temporary file is 0600). An interrupted write leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
@@ -51,6 +52,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_write`)."""
+    atomic_write(path, lambda fh: fh.write(data))
 
 
 def format_value(x: Any) -> str:

@@ -54,7 +54,7 @@ from flwr.app import (
 )
 from flwr.common.constant import SType
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy import Result, Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
@@ -68,6 +68,13 @@ from .._validation import (
     fail,
 )
 from ..arms import feasible_arms, per_client_spend
+from ..checkpoint import (
+    CheckpointError,
+    capture_state,
+    read_checkpoint,
+    restore_state,
+    write_checkpoint,
+)
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..parts import PullAccumulator
@@ -153,6 +160,15 @@ class EEGradStrategy(Strategy):
         Fraction of nodes asked to evaluate after each round, in [0, 1] (0: none).
     csv_path : str or Path, optional
         Where to write the per-round records after every round.
+    checkpoint : str or Path, optional
+        A file (``.npz``) to which the strategy writes, after every round, everything needed to
+        continue: the rule's and the estimator's state, the random streams, the records, the
+        round number and the round's model (:mod:`eegrad.checkpoint`; each write replaces the
+        last atomically). If the file exists when :meth:`start` is called, the run resumes
+        from the round after the saved one, with the saved model, and ends as an uninterrupted
+        run would; a checkpoint of another configuration (budget, D, steps, T, rule, the
+        model's arrays) is refused with a :class:`~eegrad.checkpoint.CheckpointError` naming
+        what differs.
     """
 
     def __init__(
@@ -169,6 +185,7 @@ class EEGradStrategy(Strategy):
         min_available_nodes: int = 1,
         fraction_evaluate: float = 0.0,
         csv_path: str | Path | None = None,
+        checkpoint: str | Path | None = None,
         weighted_by_key: str = "num-examples",
         arrayrecord_key: str = "arrays",
         configrecord_key: str = "config",
@@ -197,12 +214,15 @@ class EEGradStrategy(Strategy):
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
         self.selector = selector
+        self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
         self.min_available_nodes = check_integer(min_available_nodes, "min_available_nodes",
                                                  owner, ge=1)  # fmt: skip
         self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
                                             ge=0, le=1)  # fmt: skip
         self.csv_path = None if csv_path is None else Path(csv_path)
+        self.checkpoint = None if checkpoint is None else Path(checkpoint)
+        self._offset = 0  # rounds done before a resumed start
         self.weighted_by_key = weighted_by_key
         self.arrayrecord_key = arrayrecord_key
         self.configrecord_key = configrecord_key
@@ -215,6 +235,8 @@ class EEGradStrategy(Strategy):
         self._round: dict[str, Any] | None = None
         self._steps_taken = 0
         self._cost = 0.0
+        self._num_nodes: int | None = None
+        self._metrics: dict[int, dict[str, Any]] = {}  # each round's train MetricRecord
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
@@ -222,6 +244,7 @@ class EEGradStrategy(Strategy):
         return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
 
     def _setup(self, num_nodes: int, dim: int) -> None:
+        self._num_nodes = num_nodes
         self.N = min(self.max_arms, num_nodes)
         sel = self.selector
         if sel is None:
@@ -247,6 +270,7 @@ class EEGradStrategy(Strategy):
         """Ask the selector for n, sample n nodes and send each the model and its share (B −
         D(n))/n of the round's budget (Strategy API).
         """
+        server_round += self._offset
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
             time.sleep(1.0)
@@ -327,6 +351,7 @@ class EEGradStrategy(Strategy):
         """Check the replies (shape, finiteness; failures dropped and recorded), tell the selector
         the parts, step every round or after T rounds, and record the round (Strategy API).
         """
+        server_round += self._offset
         rnd = self._round
         if rnd is None or rnd["server_round"] != server_round:
             raise InvalidParameterError(
@@ -374,11 +399,13 @@ class EEGradStrategy(Strategy):
                 write_table(self.csv_path, self.records, RECORD_COLUMNS)
             else:
                 append_row(self.csv_path, row, RECORD_COLUMNS)
-        metrics = MetricRecord({"arm": n, "clients-replied": replied,
-                                "clients-failed": len(failed), "budget-used": used,
-                                "cost": self._cost, "step": step})  # fmt: skip
+        metrics = {"arm": n, "clients-replied": replied, "clients-failed": len(failed),
+                   "budget-used": used, "cost": self._cost, "step": step}  # fmt: skip
+        self._metrics[server_round] = metrics
+        if self.checkpoint is not None:
+            self._write_checkpoint(server_round, new_arrays)
         self._round = None
-        return new_arrays, metrics
+        return new_arrays, MetricRecord(metrics)
 
     def _step(self, G: Any) -> ArrayRecord:
         """w ← w − η G, array by array in the model's dtypes (G: the pull's mean in the
@@ -393,6 +420,98 @@ class EEGradStrategy(Strategy):
             out[k] = Array(new if new.dtype == w.dtype else _cast_like(new, w.dtype))
         return ArrayRecord(out)
 
+    # -- checkpoint and resume ------------------------------------------------------------------
+    def _fingerprint(self, model: dict[str, np.ndarray]) -> dict[str, Any]:
+        """What a checkpoint must share with this strategy to continue it."""
+        sel = self.selector if self._rule_given else None
+        n = np.arange(1.0, self.max_arms + 2.0)
+        return {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
+                "D(1..N+1)": [float(x) for x in self.aggregation(n)],
+                "server_lr": self.server_lr, "weighted_by_key": self.weighted_by_key,
+                "rule": "default" if sel is None else type(sel).__name__,
+                "rule parameters": None if sel is None else repr(sel.get_params()),
+                "model arrays": [[k, list(a.shape), a.dtype.str] for k, a in model.items()]}  # fmt: skip
+
+    def _write_checkpoint(self, server_round: int, new_arrays: ArrayRecord | None) -> None:
+        rnd = self._round
+        model = ({k: array_view(new_arrays[k]) for k in rnd["keys"]} if new_arrays is not None
+                 else dict(zip(rnd["keys"], rnd["model"], strict=True)))  # fmt: skip
+        fields = {"round": server_round, "steps_taken": self._steps_taken, "cost": self._cost,
+                  "num_nodes": self._num_nodes, "dim": self.estimator.dim,
+                  "records": self.records, "metrics": self._metrics,
+                  "sampling_rng": self._sampling_rng, "estimator": self.estimator}  # fmt: skip
+        tree, arrays = capture_state(fields)
+        for i, a in enumerate(model.values()):
+            arrays[f"model{i}"] = a
+        state = {"fingerprint": self._fingerprint(model), "model keys": list(model),
+                 "state": tree}  # fmt: skip
+        write_checkpoint(self.checkpoint, state, arrays)
+
+    def _resume(self, initial_arrays: ArrayRecord) -> ArrayRecord:
+        """Load the checkpoint into this strategy; returns the model to continue from."""
+        tree, arrays = read_checkpoint(self.checkpoint)
+        keys = tree["model keys"]
+        model = {k: arrays.pop(f"model{i}") for i, k in enumerate(keys)}
+        given = {k: array_view(initial_arrays[k]) for k in initial_arrays}
+        saved_fp, here = tree["fingerprint"], self._fingerprint(model)
+        here["model arrays"] = [[k, list(a.shape), a.dtype.str] for k, a in given.items()]
+        differ = [k for k in saved_fp if saved_fp[k] != here.get(k)]
+        if differ:
+            what = "; ".join(f"{k}: {saved_fp[k]!r} in the checkpoint, {here.get(k)!r} here"
+                             for k in differ)  # fmt: skip
+            raise CheckpointError(f"The checkpoint {self.checkpoint} is of another run: {what}.")
+        state = tree["state"]["__dict__"]
+        self._setup(state["num_nodes"], state["dim"])  # the fresh selector and estimator
+        # The rule's and the estimator's state (the rule is the estimator's), in place.
+        live = {"sampling_rng": self._sampling_rng, "estimator": self.estimator}
+        restored = restore_state(live, {"__dict__": {k: state[k] for k in live}}, arrays,
+                                 "checkpoint")  # fmt: skip
+        self._sampling_rng = restored["sampling_rng"]
+        plain = restore_state(None, {"__dict__": {k: state[k] for k in (
+            "round", "steps_taken", "cost", "records", "metrics")}}, arrays, "checkpoint")  # fmt: skip
+        self._offset = plain["round"]
+        self._steps_taken, self._cost = plain["steps_taken"], plain["cost"]
+        self.records = plain["records"]
+        self._metrics = {int(k): v for k, v in plain["metrics"].items()}
+        if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
+            write_table(self.csv_path, self.records, RECORD_COLUMNS)
+        return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Any = None) -> Result:  # fmt: skip
+        """Run ``num_rounds`` rounds (Flower's ``Strategy.start``); with a ``checkpoint`` that
+        exists, continue the saved run from the round after the saved one, with the saved
+        model, to round ``num_rounds``. The result's metrics are indexed by server round."""
+        self._offset = 0
+        arrays = initial_arrays
+        if self.checkpoint is not None and self.checkpoint.exists():
+            arrays = self._resume(initial_arrays)
+            log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
+                "at round %d of %d", self.checkpoint, self._offset, self._offset + 1,
+                num_rounds)  # fmt: skip
+        offset = self._offset
+        if offset >= num_rounds:
+            log(INFO, "EE-Grad: the checkpoint is at round %d >= num_rounds = %d: nothing to run",
+                offset, num_rounds)  # fmt: skip
+            result = Result()
+            result.arrays = arrays
+        else:
+            evaluate = None if evaluate_fn is None else (
+                lambda rnd, arr: evaluate_fn(rnd + offset, arr))  # fmt: skip
+            result = super().start(grid, arrays, num_rounds - offset, timeout, train_config,
+                                   evaluate_config, evaluate)  # fmt: skip
+        for name in ("train_metrics_clientapp", "evaluate_metrics_clientapp",
+                     "evaluate_metrics_serverapp"):  # fmt: skip
+            table = getattr(result, name)
+            setattr(result, name, {rnd + offset: m for rnd, m in table.items()})
+        for rnd, m in self._metrics.items():  # the rounds before the resume, from the checkpoint
+            result.train_metrics_clientapp.setdefault(rnd, MetricRecord(m))
+        result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
+        self._offset = 0
+        return result
+
     # -- evaluate ----------------------------------------------------------------------------------
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -400,6 +519,7 @@ class EEGradStrategy(Strategy):
         """Sample ``fraction_evaluate`` of the nodes for federated evaluation (Strategy API; none
         by default).
         """
+        server_round += self._offset
         if self.fraction_evaluate == 0.0:
             return []
         nodes = sorted(int(i) for i in grid.get_node_ids())

@@ -1,0 +1,138 @@
+"""EEGradStrategy(checkpoint=PATH): a run stopped after any round — or killed inside one —
+resumes and ends as the uninterrupted run does (same arms, records and model, bit for bit on the
+in-process grid, which is deterministic)."""
+
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.app import Array, ArrayRecord
+
+from eegrad import FixedArm, MemoryThompson
+from eegrad.checkpoint import CheckpointError, read_checkpoint
+from eegrad.flower import LocalGrid
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_flower import D, K, _app, _start, _strategy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+CASES = [
+    pytest.param({}, 12, 5, id="default-every-round"),
+    pytest.param({"selector": FixedArm(3)}, 8, 3, id="fixed-n"),
+    # the paper's T-round steps, stopped inside an estimate (round 21 of the second one)
+    pytest.param({"steps": "t-rounds", "T": 16, "selector": MemoryThompson()}, 40, 21,
+                 id="t-rounds-mid-estimate"),
+]
+
+
+@pytest.mark.parametrize(("kw", "rounds", "stop"), CASES)
+def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop):
+    full = _strategy(csv_path=tmp_path / "full.csv", **kw)
+    res_full = _start(full, LocalGrid(_app(), K, seed=2), rounds)
+    ck = tmp_path / "run.npz"
+    first = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
+    _start(first, LocalGrid(_app(), K, seed=2), stop)
+    second = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
+    res = _start(second, LocalGrid(_app(), K, seed=2), rounds)
+    assert second.records == full.records
+    assert len({r["arm"] for r in full.records}) > 1 or "selector" in kw
+    np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())
+    assert sorted(res.train_metrics_clientapp) == list(range(1, rounds + 1))
+    assert (tmp_path / "resumed.csv").read_text() == (tmp_path / "full.csv").read_text()
+
+
+def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
+    ck = tmp_path / "run.npz"
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
+    with pytest.raises(CheckpointError, match=r"another run: budget: 40.0 in the checkpoint, "
+                                              r"50.0 here"):  # fmt: skip
+        _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
+    with pytest.raises(CheckpointError, match="rule: 'default' in the checkpoint, 'FixedArm'"):
+        _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
+    other = ArrayRecord({"w": Array(np.zeros(D + 1))})
+    with pytest.raises(CheckpointError, match="model arrays"):
+        _strategy(checkpoint=ck).start(grid=LocalGrid(_app(), K, seed=2), initial_arrays=other,
+                                       num_rounds=4)  # fmt: skip
+    (tmp_path / "not.npz").write_bytes(b"no zip at all")
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        _start(_strategy(checkpoint=tmp_path / "not.npz"), LocalGrid(_app(), K), 2)
+
+
+def test_an_interrupted_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch):
+    ck = tmp_path / "run.npz"
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
+    before = ck.read_bytes()
+
+    def broken_savez(fh, **members):
+        fh.write(b"PK half a zip")
+        raise KeyboardInterrupt  # the process stopped mid-write
+
+    monkeypatch.setattr(np, "savez", broken_savez)
+    with pytest.raises(KeyboardInterrupt):
+        _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 3)
+    assert ck.read_bytes() == before
+    assert list(tmp_path.iterdir()) == [ck]  # no temporary file left behind
+    tree, _ = read_checkpoint(ck)
+    assert tree["state"]["__dict__"]["round"] == 2
+
+
+SCRIPT = """
+import logging, os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import numpy as np
+from test_flower import K, _app, _start, _strategy
+from eegrad.flower import LocalGrid
+logging.getLogger("flwr").setLevel(logging.ERROR)
+marker = Path({marker!r})
+
+def bad(pid, arrays):  # the server's process is killed inside round 5, as a client replies
+    if not marker.exists() and len(_strategy_ref[0].records) == 4:
+        marker.write_text("killed")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return None
+
+_strategy_ref = [_strategy(checkpoint={ck!r})]
+res = _start(_strategy_ref[0], LocalGrid(_app(bad=bad), K, seed=2), 9)
+np.save({out!r}, res.arrays["w"].numpy())
+print([r["arm"] for r in _strategy_ref[0].records])
+"""
+
+
+def test_a_server_killed_inside_a_round_resumes_where_it_was(tmp_path):
+    """A subprocess runs the strategy with a checkpoint and is killed (SIGKILL) inside round 5
+    while the clients reply; run again, it resumes after round 4 and ends with the arms,
+    records and model of a run never killed."""
+    full = _strategy()
+    res_full = _start(full, LocalGrid(_app(), K, seed=2), 9)
+    marker, ck, out = tmp_path / "killed", tmp_path / "run.npz", tmp_path / "w.npy"
+    script = SCRIPT.format(tests=str(ROOT / "tests"), marker=str(marker), ck=str(ck),
+                           out=str(out))  # fmt: skip
+    path = tmp_path / "server.py"
+    path.write_text(textwrap.dedent(script))
+    runs = []
+    for _ in range(3):  # killed at most once: the marker stops the second kill
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path, check=False)  # fmt: skip
+        runs.append(proc.returncode)
+        if proc.returncode == 0:
+            break
+    assert marker.exists()
+    assert runs == [-9, 0]  # killed by SIGKILL inside round 5, then resumed to the end
+    arms = eval(proc.stdout.strip().splitlines()[-1])
+    assert arms == [r["arm"] for r in full.records]
+    np.testing.assert_array_equal(np.load(out), res_full.arrays["w"].numpy())
