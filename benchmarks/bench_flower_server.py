@@ -14,8 +14,14 @@ Reported: time per client update (the round's time / n, best of ``--repeat``), t
 memory, and both as ratios to FedAvg's in the same run. Targets (issue "a real federation's
 scale"): at most 1.25× FedAvg's time and peak memory at 11.2 M parameters and n = 20.
 
+``--many`` measures the other end of scale: K = 1000 nodes on the in-process grid
+(:class:`~eegrad.flower.LocalGrid`), a small model (10⁵ float32), n = 100 clients a round
+(FedAvg with ``fraction_train = 0.1``, ``FixedArm(100)``, and the default rule, which explores
+1..100): the strategy's own time per round (``configure_train`` + ``aggregate_train``, the
+clients' time excluded), over 20 rounds.
+
 Usage: ``python benchmarks/bench_flower_server.py [--sizes 1e6 11.2e6 25.6e6] [--clients 20 100]
-[--repeat 3]``
+[--repeat 3] [--many]``
 """
 
 from __future__ import annotations
@@ -104,12 +110,8 @@ def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
         s.aggregate_train(1, replies)
         return (t1 - t0) + (time.perf_counter() - t1)
 
-    if strategy != "fedavg":  # compile the Numba kernels outside the timing
-        warm = [np.ones(4, np.float32)]
-        from eegrad.parts import PullAccumulator
-
-        pull = PullAccumulator(reference=warm)
-        pull.add(iter(warm), 1.0)
+    if strategy != "fedavg":
+        _warm_up()
     before = _peak_mib()
     best = min(round_once(make()) for _ in range(repeat))
     return {"seconds_per_update": best / n, "peak_mib": _peak_mib(),
@@ -123,6 +125,74 @@ class _NoClient:
         raise RuntimeError("not used")
 
 
+def _warm_up() -> None:
+    """Compile (or load) the Numba kernels outside the timings."""
+    from eegrad.parts import PullAccumulator
+
+    warm = [np.ones(4, np.float32)]
+    for spread in (False, True):
+        pull = PullAccumulator(reference=warm, spread=spread)
+        pull.add(iter(warm), 1.0)
+
+
+def _timed(method, spent: list[float], sizes: list[int]):
+    """``method`` with its time added to ``spent[0]`` (and, for configure_train, the number of
+    messages to ``sizes``)."""
+
+    def timed(*args, **kw):
+        t0 = time.perf_counter()
+        out = method(*args, **kw)
+        if not isinstance(out, tuple):  # configure_train: the messages
+            out = list(out)
+            sizes.append(len(out))
+        spent[0] += time.perf_counter() - t0
+        return out
+
+    return timed
+
+
+def many_nodes(rounds: int = 20, K: int = 1000, d: int = 100_000) -> None:
+    """The strategies' own time per round with K nodes and up to 100 clients a round."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp.strategy import FedAvg
+
+    from eegrad import FixedArm
+    from eegrad.flower import DeviceCost, EEGradStrategy, LocalGrid, budgeted_train
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    mu = np.random.default_rng(1).standard_normal((K, 4)).astype(np.float32)
+
+    def gradient(arrays, b, context, config):
+        pid = int(context.node_config["partition-id"])
+        g = np.zeros_like(arrays[0])
+        g[:4] = arrays[0][:4] - mu[pid]
+        return [g]
+
+    app = ClientApp()
+    app.train()(budgeted_train(gradient, DeviceCost(5.0, 1.0), lr=1.0))
+    initial = ArrayRecord({"w": Array(np.zeros(d, dtype=np.float32))})
+    _warm_up()
+    print(f"| strategy (K = {K}, d = {d:.0e}) | mean n | ms per round (strategy only) | × FedAvg |")
+    print("|---|---|---|---|")
+    base = None
+    for name in ("fedavg", "eegrad-fixed", "eegrad-default"):
+        if name == "fedavg":
+            s = FedAvg(fraction_train=0.1, min_available_nodes=K)
+        else:
+            s = EEGradStrategy(650.0, 6.0, aggregation=lambda n: 0.5 * (n - 1.0), rng=0,
+                               selector=FixedArm(100) if name == "eegrad-fixed" else None)  # fmt: skip
+        spent, sizes = [0.0], []
+        for method in ("configure_train", "aggregate_train"):
+            setattr(s, method, _timed(getattr(s, method), spent, sizes))
+        share = ConfigRecord({"budget-share": (650.0 - 0.5 * 99) / 100})  # FedAvg's clients'
+        s.start(grid=LocalGrid(app, K, seed=0), initial_arrays=initial, num_rounds=rounds,
+                train_config=share if name == "fedavg" else None)  # fmt: skip
+        ms = 1e3 * spent[0] / rounds
+        base = base or ms
+        print(f"| {name} | {np.mean(sizes):.0f} | {ms:.1f} | {ms / base:.2f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=float, nargs="+", default=[1e6, 11.2e6, 25.6e6])
@@ -130,8 +200,12 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--max-gib", type=float, default=14.0,
                    help="skip cases whose replies alone exceed this (GiB)")
+    p.add_argument("--many", action="store_true", help="K = 1000 nodes, up to 100 a round")
     p.add_argument("--one", nargs=3, metavar=("STRATEGY", "SIZE", "N"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.many:
+        many_nodes()
+        return
     if args.one:
         s, size, n = args.one
         print(json.dumps(one(s, int(float(size)), int(n), args.repeat)))
