@@ -2,7 +2,8 @@
 
 The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41). A Flower user swaps
 ``FedAvg`` for :class:`EEGradStrategy` in their ``ServerApp`` and wraps their gradient code with
-:func:`budgeted_train` in their ``ClientApp``; the rest of the app stays. :class:`LocalGrid`
+:func:`budgeted_train` (NumPy) or their PyTorch model with :func:`budgeted_torch_train` (local
+epochs) in their ``ClientApp``; the rest of the app stays. :class:`LocalGrid`
 runs a strategy and a ``ClientApp`` in one process, synchronously, for tests and seeded studies.
 
 ``import eegrad`` never imports Flower; importing this module without it raises an error that
@@ -22,6 +23,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 from .client import DeviceCost, WallClock, budgeted_train
 from .grid import LocalGrid
 from .strategy import ClientUpdateError, EEGradStrategy
+from .torch_client import budgeted_torch_train
 
 __all__ = [
     "ClientUpdateError",
@@ -29,5 +31,6 @@ __all__ = [
     "EEGradStrategy",
     "LocalGrid",
     "WallClock",
+    "budgeted_torch_train",
     "budgeted_train",
 ]
