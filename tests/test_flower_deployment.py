@@ -1,4 +1,6 @@
-"""The Flower app in ``examples/flower_app`` against a real deployment on this machine.
+"""The Flower apps in ``examples/flower_app`` (NumPy) and ``examples/flower_torch_app`` (a
+PyTorch CNN with local epochs, checkpointing every round) against a real deployment on this
+machine.
 
 A SuperLink and two SuperNodes run as separate processes (without TLS, on localhost), ``flwr run``
 submits the app over Flower's network stack, and every process is stopped by its own id. The
@@ -18,7 +20,7 @@ import pytest
 
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
-APP = Path(__file__).resolve().parents[1] / "examples" / "flower_app"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BIN = Path(sys.executable).parent  # Flower's commands, from the interpreter running the tests
 ROUNDS, NODES = 3, 2
 
@@ -57,7 +59,10 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path):
+@pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
+def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
+    if app == "flower_torch_app":
+        pytest.importorskip("torch")
     home = tmp_path / "flwr-home"
     home.mkdir()
     link_port = _free_port()
@@ -86,10 +91,11 @@ def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path):
                                "--superlink", f"127.0.0.1:{link_port}",
                                "--port", str(_free_port()),
                                "--node-config", f"partition-id={i} num-partitions={NODES}"))  # fmt: skip
-        records = tmp_path / "records.csv"
+        records, checkpoint = tmp_path / "records.csv", tmp_path / "server.npz"
+        extra = f' checkpoint="{checkpoint}"' if app == "flower_torch_app" else ""
         run = subprocess.run(
-            [str(BIN / "flwr"), "run", str(APP), "here", "--stream", "--run-config",
-             f'num-server-rounds={ROUNDS} min-nodes={NODES} csv-path="{records}"'],
+            [str(BIN / "flwr"), "run", str(EXAMPLES / app), "here", "--stream", "--run-config",
+             f'num-server-rounds={ROUNDS} min-nodes={NODES} csv-path="{records}"{extra}'],
             check=False, env=env, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -101,6 +107,11 @@ def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path):
             assert int(r["clients_replied"]) == int(r["clients_asked"]) == int(r["arm"])
             assert 0 < float(r["budget_used"]) <= float(r["budget"])
         assert float(rows[-1]["cost"]) == pytest.approx(ROUNDS * float(rows[0]["budget"]))
+        if extra:  # the server checkpointed its last round
+            from eegrad.checkpoint import read_checkpoint
+
+            tree, _ = read_checkpoint(checkpoint)
+            assert tree["state"]["__dict__"]["round"] == ROUNDS
     finally:
         for proc in reversed(procs):
             _stop(proc)
