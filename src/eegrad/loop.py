@@ -519,7 +519,8 @@ class GradientEstimator:
             )
         arms = np.array([arm])
         if self._mode == "pairs":
-            self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None])
+            self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None],
+                                         noisy=len(pairs) > 2 and pairs[2])  # fmt: skip
         elif self._mode == "full":
             self.selector.tell(arms, _flat_host(g)[None], check=False)
         elif self._mode == "gram":
@@ -616,11 +617,14 @@ class GradientEstimator:
         pull, self._pull = self._pull, None
         self.tell_pull(pull)
 
-    def tell_pull(self, pull: PullAccumulator) -> None:
+    def tell_pull(self, pull: PullAccumulator, *, pair_sum: float | None = None,
+                  weights: Any = None, noisy: bool = False) -> None:  # fmt: skip
         """Tell the pending pull from its parts' running sums, accumulated by the caller (e.g.
         a federated server folding each reply into a :class:`~eegrad.parts.PullAccumulator`
         with its model as the reference). With T = 1 the estimate is the pull's mean as it
-        is — an array, or a list of arrays in the model's shapes and dtype."""
+        is — an array, or a list of arrays in the model's shapes and dtype. ``pair_sum`` and
+        ``weights`` replace the pull's own for a rule that learns from parts, where the caller
+        released them privately (``noisy``: an unbiased estimate, which may be negative)."""
         owner = "GradientEstimator.tell_pull"
         if self._pending is None:
             raise ProtocolError("tell_pull() without a pending ask(): ask() first")
@@ -632,10 +636,13 @@ class GradientEstimator:
         if pull.size != self.dim:
             raise fail("pull", owner, f"parts of dim = {self.dim} numbers",
                        f"{pull.size} at round {self.t + 1}")  # fmt: skip
-        if self._mode == "pairs" and not pull.spread:
+        if self._mode == "pairs" and not pull.spread and pair_sum is None:
             raise fail("pull", owner, f"made with spread=True: {self.selector!r} learns from "
                        "the parts' spread", "spread=False")  # fmt: skip
-        pairs = (pull.pair_sum(), pull.weights) if self._mode == "pairs" else None
+        pairs = None
+        if self._mode == "pairs":
+            pairs = (pull.pair_sum() if pair_sum is None else float(pair_sum),
+                     pull.weights if weights is None else np.asarray(weights, np.float64), noisy)
         mean = pull.mean()
         if self.T == 1:
             self._record(mean, pairs, finite=True)  # the accumulator checked every part

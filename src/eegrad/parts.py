@@ -42,7 +42,7 @@ from ._validation import (
 )
 from .engines import check_engine, numba_available
 
-__all__ = ["PullAccumulator", "is_torch"]
+__all__ = ["PullAccumulator", "is_torch", "update_norm2"]
 
 
 def is_torch(x: Any) -> bool:
@@ -268,6 +268,25 @@ class PullAccumulator:
         r""":math:`\sum_i \omega_i \|u_i - \bar u\|^2`."""
         self._check_readable("The weighted spread")
         return self._q
+
+
+def update_norm2(part: Any, reference: Any) -> float:
+    r""":math:`\|r - x\|^2` over a part's arrays (NumPy, float64 sums; one compiled pass per
+    array where Numba is installed): the squared norm of the update a client's model stands
+    for, e.g. to clip it before it is folded in."""
+    total = 0.0
+    for x, r in zip(_segments(part)[0], _segments(reference)[0], strict=True):
+        xf = np.ascontiguousarray(x).reshape(-1)
+        rf = np.ascontiguousarray(r).reshape(-1)
+        if numba_available() and xf.dtype == rf.dtype and xf.dtype in _KERNEL_DTYPES:
+            from .engines.parts_kernels import squared_norm
+
+            total += squared_norm(xf, rf, True)
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                d = np.subtract(rf, xf, dtype=np.float64)
+                total += float(np.dot(d, d))
+    return total
 
 
 def _torch_float64() -> Any:

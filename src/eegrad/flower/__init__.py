@@ -22,14 +22,17 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from .client import DeviceCost, WallClock, budgeted_train
 from .grid import LocalGrid
+from .privacy import CentralDP, PrivacyBudgetExhausted
 from .strategy import ClientUpdateError, EEGradStrategy
 from .torch_client import budgeted_torch_train
 
 __all__ = [
+    "CentralDP",
     "ClientUpdateError",
     "DeviceCost",
     "EEGradStrategy",
     "LocalGrid",
+    "PrivacyBudgetExhausted",
     "WallClock",
     "budgeted_torch_train",
     "budgeted_train",

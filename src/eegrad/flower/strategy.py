@@ -77,10 +77,11 @@ from ..checkpoint import (
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
-from ..parts import PullAccumulator
+from ..parts import PullAccumulator, update_norm2
 from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
 from .client import SHARE_KEY
+from .privacy import SPREAD_SCALE, CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
 
@@ -169,6 +170,12 @@ class EEGradStrategy(Strategy):
         run would; a checkpoint of another configuration (budget, D, steps, T, rule, the
         model's arrays) is refused with a :class:`~eegrad.checkpoint.CheckpointError` naming
         what differs.
+    privacy : CentralDP, optional
+        Central differential privacy calibrated to every round's own n
+        (:mod:`eegrad.flower.privacy`): updates clipped, averaged with equal weights, Gaussian
+        noise of SD zC/n on the mean, one ``GaussianPrivacyEvent(z, n, K)`` per round in
+        Flower's RDP accountant; the records gain ``noise_std`` and ``epsilon``, and a round
+        that would take ε past ``max_epsilon`` is not run (the run ends there).
     """
 
     def __init__(
@@ -186,6 +193,7 @@ class EEGradStrategy(Strategy):
         fraction_evaluate: float = 0.0,
         csv_path: str | Path | None = None,
         checkpoint: str | Path | None = None,
+        privacy: CentralDP | None = None,
         weighted_by_key: str = "num-examples",
         arrayrecord_key: str = "arrays",
         configrecord_key: str = "config",
@@ -226,8 +234,15 @@ class EEGradStrategy(Strategy):
         self.weighted_by_key = weighted_by_key
         self.arrayrecord_key = arrayrecord_key
         self.configrecord_key = configrecord_key
-        streams = as_generator(rng, owner).spawn(2)
-        self._selector_rng, self._sampling_rng = streams
+        if privacy is not None and not isinstance(privacy, CentralDP):
+            raise InvalidParameterTypeError(f"The 'privacy' parameter of {owner} must be a "
+                                            f"CentralDP or None. Got {privacy!r} instead.")  # fmt: skip
+        self.privacy = privacy
+        self._accountant: Any = None  # Flower's RDP accountant, made when K is known
+        # Children 0 and 1 are those of spawn(2): adding the noise stream changes nothing else.
+        self._selector_rng, self._sampling_rng, self._noise_rng = as_generator(rng, owner).spawn(3)
+        #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
+        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ())
         #: One dict per server round (see :data:`RECORD_COLUMNS`).
         self.records: list[dict[str, Any]] = []
         self.estimator: GradientEstimator | None = None
@@ -236,6 +251,10 @@ class EEGradStrategy(Strategy):
         self._steps_taken = 0
         self._cost = 0.0
         self._num_nodes: int | None = None
+        self._latest: ArrayRecord | None = None  # the model the next round starts from
+        self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
+        #: Why the last :meth:`start` ended early (the privacy budget), or None.
+        self.stopped: str | None = None
         self._metrics: dict[int, dict[str, Any]] = {}  # each round's train MetricRecord
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -247,9 +266,17 @@ class EEGradStrategy(Strategy):
         self._num_nodes = num_nodes
         self.N = min(self.max_arms, num_nodes)
         sel = self.selector
+        # A private release adds d (zC/n)² to arm n's variance, known exactly.
+        noise = None if self.privacy is None else \
+            dim * self.privacy.noise_std(np.arange(1, self.N + 1)) ** 2  # fmt: skip
+        if self.privacy is not None:
+            self._accountant = self.privacy.accountant(num_nodes)
+            if isinstance(sel, SpreadThompson) and sel.release_noise is None:
+                sel.release_noise = noise
         if sel is None:
             if self.steps == "every-round":
-                sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N))
+                sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N),
+                                     release_noise=noise)  # fmt: skip
             else:
                 sel = default_selector()
             self.selector = sel
@@ -270,6 +297,7 @@ class EEGradStrategy(Strategy):
         """Ask the selector for n, sample n nodes and send each the model and its share (B −
         D(n))/n of the round's budget (Strategy API).
         """
+        refuse_fixed_n_wrappers()
         server_round += self._offset
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
@@ -279,6 +307,8 @@ class EEGradStrategy(Strategy):
         if self.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
         n = self.estimator.ask()
+        if self.privacy is not None:
+            self._check_privacy_budget(server_round, n)
         pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
         share = float(per_client_spend(self.budget, self.aggregation, n))
@@ -372,7 +402,10 @@ class EEGradStrategy(Strategy):
         # One pass over the replies: each folded into running sums (the updates u_i = w − w_i
         # in the model's dtype, float64 scalars), FedAvg's server cost; no n × d stack.
         pull = PullAccumulator(reference=rnd["model"], spread=est.selector.uses_parts)
-        costs = [self._fold(pull, m, server_round) for m in good]
+        if self.privacy is None:
+            costs = [self._fold(pull, m, server_round) for m in good]
+        else:
+            costs, spread_sum = self._fold_private(pull, good, server_round)
         replied = len(costs)
         used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
         used += float(np.nansum(costs)) if costs else 0.0
@@ -380,32 +413,103 @@ class EEGradStrategy(Strategy):
         step = 0
         if not replied:
             est.withdraw()
-        else:
+        elif self.privacy is None:
             est.tell_pull(pull)
-            del pull  # nothing of the round is kept past its use
-            if est.done:
-                new_arrays = self._step(est.result())
-                est.next_iterate()
-                self._steps_taken += 1
-                step = 1
+        else:
+            self._release(pull, spread_sum, n)
+        del pull  # nothing of the round is kept past its use
+        if replied and est.done:
+            new_arrays = self._step(est.result())
+            est.next_iterate()
+            self._steps_taken += 1
+            step = 1
         self._cost += self.budget
         row = {"server_round": server_round, "step": self._steps_taken if step else "",
                "arm": n, "clients_asked": n, "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
+        if self.privacy is not None:
+            row["noise_std"] = float(self.privacy.noise_std(n)) if replied else ""
+            row["epsilon"] = self._epsilon()
         self.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
             if len(self.records) == 1:
-                write_table(self.csv_path, self.records, RECORD_COLUMNS)
+                write_table(self.csv_path, self.records, self.columns)
             else:
-                append_row(self.csv_path, row, RECORD_COLUMNS)
+                append_row(self.csv_path, row, self.columns)
         metrics = {"arm": n, "clients-replied": replied, "clients-failed": len(failed),
                    "budget-used": used, "cost": self._cost, "step": step}  # fmt: skip
         self._metrics[server_round] = metrics
         if self.checkpoint is not None:
             self._write_checkpoint(server_round, new_arrays)
+        if new_arrays is not None:
+            self._latest = new_arrays
         self._round = None
         return new_arrays, MetricRecord(metrics)
+
+    # -- privacy ---------------------------------------------------------------------------------
+    def _epsilon(self) -> float:
+        """The cumulative ε at δ of the releases so far (0 before the first)."""
+        acc = self._accountant
+        return float(acc.get_epsilon(self.privacy.delta)) if acc.num_releases else 0.0
+
+    def _check_privacy_budget(self, server_round: int, n: int) -> None:
+        """Refuse a round whose release would take ε past ``max_epsilon`` (the run ends)."""
+        dp = self.privacy
+        if dp.max_epsilon is None:
+            return
+        event = dp.event(n, self._num_nodes)
+        if self._accountant.would_exceed(event):
+            self.estimator.withdraw()
+            raise PrivacyBudgetExhausted(
+                f"Server round {server_round} would release the mean of n = {n} clients and take "
+                f"the cumulative ε past max_epsilon = {dp.max_epsilon:g} (δ = {dp.delta:g}); the "
+                f"run ends after round {server_round - 1}, with ε = {self._epsilon():.4g}."
+            )
+
+    def _fold_private(self, pull: PullAccumulator, good: list[Message],
+                      server_round: int) -> tuple[list[float], float]:  # fmt: skip
+        """Fold each reply clipped to the update clip rC, with equal weights; returns the costs
+        and the sum of the spread coordinates a‖û_i‖²/C (:mod:`eegrad.flower.privacy`)."""
+        dp = self.privacy
+        clip, C = dp.update_clip, dp.clipping_norm
+        costs, spread = [], 0.0
+        for m in good:
+            arrays, _, cost = self._reply(m, server_round)
+            views = [array_view(a) for a in arrays]
+            norm2 = update_norm2(views, self._round["model"])
+            if not math.isfinite(norm2):
+                raise NonFiniteGradientError(
+                    f"The update of node {m.metadata.src_node_id} at server round "
+                    f"{server_round} contains NaN or Inf."
+                )
+            scale = 1.0 if norm2 <= clip * clip else clip / math.sqrt(norm2)
+            pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
+            spread += SPREAD_SCALE * scale * scale * norm2 / C
+            costs.append(cost)
+        return costs, spread
+
+    def _release(self, pull: PullAccumulator, spread_sum: float, n: int) -> None:
+        """The round's Gaussian release: the clipped sum over the n asked, plus noise of SD zC
+        on every coordinate and on the spread coordinate; compose its event; tell the rule the
+        released mean and the pair sum estimated from the release alone."""
+        dp = self.privacy
+        sd_sum = dp.noise_multiplier * dp.clipping_norm  # on the sum; zC/n on the mean
+        replied = pull.count
+        released = pull.mean()
+        released = released if isinstance(released, list) else [released]
+        norm2 = 0.0
+        for g in released:  # the pull's own arrays, written in place
+            noise = self._noise_rng.normal(0.0, sd_sum / n, size=g.shape)
+            g *= replied / n
+            g += noise.astype(g.dtype)
+            norm2 += float(np.sum(np.square(g, dtype=np.float64)))
+        spread_noisy = spread_sum + float(self._noise_rng.normal(0.0, sd_sum))
+        self._accountant.compose(dp.event(n, self._num_nodes))
+        # E‖n m̃‖² = ‖Σû‖² + d (zC)²;  Σ‖û‖² = (C/a) Σ a‖û‖²/C
+        squares = dp.clipping_norm / SPREAD_SCALE * spread_noisy
+        pair_sum = replied * squares - (n * n * norm2 - pull.size * sd_sum**2)
+        self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(replied), noisy=True)
 
     def _step(self, G: Any) -> ArrayRecord:
         """w ← w − η G, array by array in the model's dtypes (G: the pull's mean in the
@@ -430,6 +534,7 @@ class EEGradStrategy(Strategy):
                 "server_lr": self.server_lr, "weighted_by_key": self.weighted_by_key,
                 "rule": "default" if sel is None else type(sel).__name__,
                 "rule parameters": None if sel is None else repr(sel.get_params()),
+                "privacy": repr(self.privacy),
                 "model arrays": [[k, list(a.shape), a.dtype.str] for k, a in model.items()]}  # fmt: skip
 
     def _write_checkpoint(self, server_round: int, new_arrays: ArrayRecord | None) -> None:
@@ -439,7 +544,10 @@ class EEGradStrategy(Strategy):
         fields = {"round": server_round, "steps_taken": self._steps_taken, "cost": self._cost,
                   "num_nodes": self._num_nodes, "dim": self.estimator.dim,
                   "records": self.records, "metrics": self._metrics,
-                  "sampling_rng": self._sampling_rng, "estimator": self.estimator}  # fmt: skip
+                  "accountant": None if self._accountant is None else
+                  self._accountant.state_dict(),
+                  "sampling_rng": self._sampling_rng, "noise_rng": self._noise_rng,
+                  "estimator": self.estimator}  # fmt: skip
         tree, arrays = capture_state(fields)
         for i, a in enumerate(model.values()):
             arrays[f"model{i}"] = a
@@ -463,18 +571,22 @@ class EEGradStrategy(Strategy):
         state = tree["state"]["__dict__"]
         self._setup(state["num_nodes"], state["dim"])  # the fresh selector and estimator
         # The rule's and the estimator's state (the rule is the estimator's), in place.
-        live = {"sampling_rng": self._sampling_rng, "estimator": self.estimator}
+        live = {"sampling_rng": self._sampling_rng, "noise_rng": self._noise_rng,
+                "estimator": self.estimator}  # fmt: skip
         restored = restore_state(live, {"__dict__": {k: state[k] for k in live}}, arrays,
                                  "checkpoint")  # fmt: skip
-        self._sampling_rng = restored["sampling_rng"]
+        self._sampling_rng, self._noise_rng = restored["sampling_rng"], restored["noise_rng"]
         plain = restore_state(None, {"__dict__": {k: state[k] for k in (
-            "round", "steps_taken", "cost", "records", "metrics")}}, arrays, "checkpoint")  # fmt: skip
+            "round", "steps_taken", "cost", "records", "metrics", "accountant")}}, arrays,
+            "checkpoint")  # fmt: skip
+        if plain["accountant"] is not None:
+            self._accountant.load_state_dict(plain["accountant"])
         self._offset = plain["round"]
         self._steps_taken, self._cost = plain["steps_taken"], plain["cost"]
         self.records = plain["records"]
         self._metrics = {int(k): v for k, v in plain["metrics"].items()}
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
-            write_table(self.csv_path, self.records, RECORD_COLUMNS)
+            write_table(self.csv_path, self.records, self.columns)
         return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
@@ -485,6 +597,7 @@ class EEGradStrategy(Strategy):
         exists, continue the saved run from the round after the saved one, with the saved
         model, to round ``num_rounds``. The result's metrics are indexed by server round."""
         self._offset = 0
+        self.stopped = None
         arrays = initial_arrays
         if self.checkpoint is not None and self.checkpoint.exists():
             arrays = self._resume(initial_arrays)
@@ -492,16 +605,32 @@ class EEGradStrategy(Strategy):
                 "at round %d of %d", self.checkpoint, self._offset, self._offset + 1,
                 num_rounds)  # fmt: skip
         offset = self._offset
+        self._latest = arrays
+        seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
+                                                   "evaluate_metrics_clientapp": {}}  # fmt: skip
+        self._evaluated = seen["evaluate_metrics_clientapp"]
         if offset >= num_rounds:
             log(INFO, "EE-Grad: the checkpoint is at round %d >= num_rounds = %d: nothing to run",
                 offset, num_rounds)  # fmt: skip
             result = Result()
             result.arrays = arrays
         else:
-            evaluate = None if evaluate_fn is None else (
-                lambda rnd, arr: evaluate_fn(rnd + offset, arr))  # fmt: skip
-            result = super().start(grid, arrays, num_rounds - offset, timeout, train_config,
-                                   evaluate_config, evaluate)  # fmt: skip
+            def evaluate(rnd: int, arr: ArrayRecord) -> Any:
+                out = evaluate_fn(rnd + offset, arr)
+                if out is not None:
+                    seen["evaluate_metrics_serverapp"][rnd + offset] = out
+                return out
+
+            try:
+                result = super().start(grid, arrays, num_rounds - offset, timeout, train_config,
+                                       evaluate_config, None if evaluate_fn is None else evaluate)  # fmt: skip
+            except PrivacyBudgetExhausted as stop:
+                log(INFO, "EE-Grad: privacy budget reached. %s", stop)
+                result = Result()  # what the rounds run released, as Flower's start returns it
+                result.arrays = self._latest
+                for name, table in seen.items():
+                    setattr(result, name, {rnd - offset: m for rnd, m in table.items()})
+                self.stopped = str(stop)
         for name in ("train_metrics_clientapp", "evaluate_metrics_clientapp",
                      "evaluate_metrics_serverapp"):  # fmt: skip
             table = getattr(result, name)
@@ -536,4 +665,7 @@ class EEGradStrategy(Strategy):
     ) -> MetricRecord | None:
         """The weighted mean of the evaluation replies' metrics (Strategy API)."""
         good = [m.content for m in replies if not m.has_error()]
-        return aggregate_metricrecords(good, self.weighted_by_key) if good else None
+        out = aggregate_metricrecords(good, self.weighted_by_key) if good else None
+        if out is not None:
+            self._evaluated[server_round + self._offset] = out
+        return out

@@ -27,11 +27,14 @@ from ..statistics import ArmStatistics
 __all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel"]
 
 
-def _per_realization(value: Any, name: str, owner: str, R: int) -> np.ndarray:
-    """One finite number >= 0 per realization, shape (R,), else the standard error."""
+def _per_realization(value: Any, name: str, owner: str, R: int,
+                     nonnegative: bool = True) -> np.ndarray:  # fmt: skip
+    """One finite number (>= 0 unless ``nonnegative`` is False) per realization, shape (R,),
+    else the standard error."""
     x = np.asarray(value, dtype=np.float64)
-    if x.shape != (R,) or not np.all(np.isfinite(x)) or np.any(x < 0):
-        raise fail(name, owner, f"finite and >= 0, of shape ({R},)", x)
+    if x.shape != (R,) or not np.all(np.isfinite(x)) or (nonnegative and np.any(x < 0)):
+        sign = " and >= 0" if nonnegative else ""
+        raise fail(name, owner, f"finite{sign}, of shape ({R},)", x)
     return x
 
 
@@ -247,15 +250,17 @@ class Selector:
         else:
             self._observe_summary(arms, inc)
 
-    def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray) -> None:
+    def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray, *,
+                       noisy: bool = False) -> None:  # fmt: skip
         r"""Record a round from its parts' summary, for callers that keep the parts on a device:
         the pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`, shape (R,), and the parts'
         weights, shape (R, m) (:mod:`eegrad.spread`). Only rules that learn from parts
-        (``uses_parts``) take it."""
+        (``uses_parts``) take it. ``noisy``: unbiased estimates from a private release
+        (:mod:`eegrad.flower.privacy`), which may be negative."""
         self._check_pending(arms, "tell_pair_sums")
         R, _, _ = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.tell_pair_sums"
-        y = _per_realization(pair_sums, "pair_sums", owner, R)
+        y = _per_realization(pair_sums, "pair_sums", owner, R, nonnegative=not noisy)
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 2 or w.shape[0] != R:
             raise fail("weights", owner, f"of shape ({R}, m)", w.shape)

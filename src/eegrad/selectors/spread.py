@@ -80,6 +80,10 @@ class SpreadThompson(Selector):
         yet pulled. Default: proportional to 1/n.
     seed : int
         Seed for use without the simulator's streams (a user's loop or a Flower server).
+    release_noise : array_like of shape (N,), optional
+        Variance that a private release adds to arm n's output, known exactly (central DP:
+        :math:`d(zC/n)^2`, set by :class:`~eegrad.flower.EEGradStrategy` with
+        ``privacy=CentralDP(...)``); added to every arm's predicted variance. Default: none.
 
     Examples
     --------
@@ -101,6 +105,7 @@ class SpreadThompson(Selector):
         population: int | None = None,
         spend: Any = None,
         seed: int = 0,
+        release_noise: Any = None,
     ):
         super().__init__()
         owner = "SpreadThompson"
@@ -109,13 +114,20 @@ class SpreadThompson(Selector):
         self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
                                                               positive=True)  # fmt: skip
         self.seed = check_integer(seed, "seed", owner, ge=0)
+        self.release_noise = None if release_noise is None else check_array(
+            release_noise, "release_noise", owner, ndim=1)  # fmt: skip
+        if self.release_noise is not None and np.any(self.release_noise < 0):
+            raise fail("release_noise", owner, "variances >= 0", self.release_noise)
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
-        """``discount``, ``population``, ``spend``, ``seed``."""
+        """``discount``, ``population``, ``spend``, ``seed`` (and ``release_noise`` if set)."""
         spend = None if self.spend is None else self.spend.tolist()
-        return {"discount": self.discount, "population": self.population, "spend": spend,
-                "seed": self.seed}  # fmt: skip
+        params = {"discount": self.discount, "population": self.population, "spend": spend,
+                  "seed": self.seed}  # fmt: skip
+        if self.release_noise is not None:
+            params["release_noise"] = self.release_noise.tolist()
+        return params
 
     # -- lifecycle -------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
@@ -127,6 +139,9 @@ class SpreadThompson(Selector):
         if self.spend is not None and self.spend.shape != (N,):
             raise fail("spend", owner, f"of length N = {N}, one spend per arm",
                        f"length {self.spend.shape[0]}")  # fmt: skip
+        if self.release_noise is not None and self.release_noise.shape != (N,):
+            raise fail("release_noise", owner, f"of length N = {N}, one variance per arm",
+                       f"length {self.release_noise.shape[0]}")  # fmt: skip
         super().init(R, N, d, truth, streams)
         self.rounds = 0  # rounds told since init, across iterates
         self._normal = np.zeros((R, 2, 2))  # Σ ν x̃ x̃ᵀ
@@ -233,7 +248,11 @@ class SpreadThompson(Selector):
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
         theta, _ = self.fit()
-        return np.einsum("rnk,rk->rn", self.coefficients(), np.maximum(theta, 0.0))
+        return self._with_release(np.einsum("rnk,rk->rn", self.coefficients(),
+                                            np.maximum(theta, 0.0)))  # fmt: skip
+
+    def _with_release(self, v: np.ndarray) -> np.ndarray:
+        return v if self.release_noise is None else v + self.release_noise[None, :]
 
     # -- ask ---------------------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:
@@ -251,5 +270,5 @@ class SpreadThompson(Selector):
         jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
         L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(2))
         draw = np.maximum(theta + np.einsum("rij,rj->ri", L, z), 0.0)
-        v = np.einsum("rnk,rk->rn", self.coefficients(), draw)
+        v = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(), draw))
         return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n

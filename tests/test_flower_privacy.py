@@ -1,0 +1,164 @@
+"""EEGradStrategy(privacy=CentralDP(...)): a release calibrated to every round's own n, its
+accounting against dp-accounting, the limit on ε, and the refusal of Flower's fixed-n wrappers."""
+
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("dp_accounting")
+
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from eegrad import FixedArm, InvalidParameterError, NonFiniteGradientError
+from eegrad.flower import CentralDP, EEGradStrategy, LocalGrid
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_flower import K, _app, _start, _strategy
+
+DP = CentralDP(noise_multiplier=1.0, clipping_norm=1.0, delta=1e-5)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def _echo_app(update):
+    """Clients that reply w − update(pid) with 10 samples each."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        pid = int(context.node_config["partition-id"])
+        w = msg.content["arrays"]["w"].numpy()
+        rec = {"arrays": ArrayRecord({"w": Array(w - update(pid, w.size))}),
+               "metrics": MetricRecord({"num-examples": 10})}  # fmt: skip
+        return Message(RecordDict(rec), reply_to=msg)
+
+    return app
+
+
+def test_epsilon_equals_dp_accounting_for_the_same_sequence_of_n():
+    """One GaussianPrivacyEvent(z, n_t, K) per round, sampled without replacement from the K
+    nodes, replace-one neighbours: the recorded ε equals dp-accounting's own RDP for the
+    sequence of n the rule chose."""
+    from dp_accounting import dp_event, rdp
+    from dp_accounting.privacy_accountant import NeighboringRelation
+
+    strategy = _strategy(privacy=DP)
+    _start(strategy, LocalGrid(_app(), K, seed=2), 15)
+    arms = [r["arm"] for r in strategy.records]
+    assert len(set(arms)) > 1
+    acc = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    for n, rec in zip(arms, strategy.records, strict=True):
+        acc.compose(dp_event.SampledWithoutReplacementDpEvent(
+            K, n, dp_event.GaussianDpEvent(DP.noise_multiplier)))  # fmt: skip
+        assert rec["epsilon"] == pytest.approx(acc.get_epsilon(DP.delta), rel=1e-12)
+        assert rec["noise_std"] == pytest.approx(1.0 / n)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_the_released_noise_has_sd_zc_over_n(n):
+    """Clients whose updates are 0: the released step is the noise alone. Over d = 40,000
+    coordinates its sample SD estimates zC/n with SE σ/√(2d) = 0.35% of σ; 4 SE allowed."""
+    d = 40_000
+    dp = CentralDP(noise_multiplier=2.0, clipping_norm=3.0, delta=1e-5)
+    strategy = EEGradStrategy(100.0, 1.0, selector=FixedArm(n), privacy=dp, rng=1)
+    res = strategy.start(grid=LocalGrid(_echo_app(lambda pid, size: np.zeros(size)), K),
+                         initial_arrays=ArrayRecord({"w": Array(np.zeros(d))}), num_rounds=1)  # fmt: skip
+    step = res.arrays["w"].numpy()
+    sigma = 2.0 * 3.0 / n
+    assert abs(step.std() / sigma - 1.0) < 4 / np.sqrt(2 * d)
+    assert abs(step.mean()) < 4 * sigma / np.sqrt(d)
+
+
+def test_updates_are_clipped_and_averaged_with_equal_weights():
+    """Updates of norm 100 along one axis, nearly noiseless (z = 1e-9): the step is the mean of
+    the clipped updates, of norm rC (the update clip, r² + r⁴/4 = 1), whatever the clients'
+    samples."""
+    dp = CentralDP(noise_multiplier=1e-9, clipping_norm=2.0, delta=1e-5)
+
+    def big(pid, size):
+        u = np.zeros(size)
+        u[0] = 100.0 * (1 + pid)
+        return u
+
+    strategy = EEGradStrategy(100.0, 1.0, selector=FixedArm(4), privacy=dp, rng=1)
+    res = strategy.start(grid=LocalGrid(_echo_app(big), K),
+                         initial_arrays=ArrayRecord({"w": Array(np.zeros(6))}), num_rounds=1)  # fmt: skip
+    step = -res.arrays["w"].numpy()
+    r = np.sqrt((np.sqrt(2.0) - 1.0) * 2.0)  # r² = (√(1 + 4a²) − 1)/(2a²), a = 1/2
+    assert dp.update_clip == pytest.approx(r * 2.0)
+    np.testing.assert_allclose(step, [dp.update_clip, 0, 0, 0, 0, 0], atol=1e-6)
+
+
+def test_a_round_past_max_epsilon_is_not_run_and_the_checkpoint_keeps_the_state(tmp_path):
+    ck = tmp_path / "run.npz"
+    dp = CentralDP(1.0, 1.0, 1e-5, max_epsilon=12.0)
+    strategy = _strategy(privacy=dp, checkpoint=ck)
+    res = _start(strategy, LocalGrid(_app(), K, seed=2), 30)
+    done = len(strategy.records)
+    assert 0 < done < 30
+    assert strategy.records[-1]["epsilon"] <= 12.0
+    assert f"run ends after round {done}" in strategy.stopped
+    assert sorted(res.train_metrics_clientapp) == list(range(1, done + 1))
+    # started again, it resumes from the checkpoint and stops at the same round, saying so
+    again = _strategy(privacy=dp, checkpoint=ck)
+    _start(again, LocalGrid(_app(), K, seed=2), 30)
+    assert again.records == strategy.records
+    assert again.stopped == strategy.stopped
+
+
+def test_a_resumed_private_run_ends_as_the_uninterrupted_one(tmp_path):
+    full = _strategy(privacy=DP)
+    res_full = _start(full, LocalGrid(_app(), K, seed=2), 10)
+    ck = tmp_path / "run.npz"
+    _start(_strategy(privacy=DP, checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
+    again = _strategy(privacy=DP, checkpoint=ck)
+    res = _start(again, LocalGrid(_app(), K, seed=2), 10)
+    assert again.records == full.records  # the accountant, the noise stream and the rule
+    np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())
+
+
+def test_flowers_fixed_n_wrappers_are_refused():
+    from flwr.serverapp.strategy import (
+        DifferentialPrivacyClientSideFixedClipping,
+        DifferentialPrivacyServerSideFixedClipping,
+    )
+
+    for wrapper in (DifferentialPrivacyServerSideFixedClipping,
+                    DifferentialPrivacyClientSideFixedClipping):  # fmt: skip
+        wrapped = wrapper(_strategy(), noise_multiplier=1.0, clipping_norm=1.0,
+                          num_sampled_clients=4)  # fmt: skip
+        with pytest.raises(InvalidParameterError,
+                           match=r"fixed num_sampled_clients = 4.*privacy=CentralDP"):  # fmt: skip
+            _start(wrapped, LocalGrid(_app(), K, seed=2), 2)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"noise_multiplier": 0.0}, "noise_multiplier"), ({"clipping_norm": -1.0}, "clipping_norm"),
+    ({"delta": 1.0}, "delta"), ({"delta": 0.0}, "delta"), ({"max_epsilon": 0.0}, "max_epsilon"),
+])  # fmt: skip
+def test_bad_privacy_settings_are_named(kwargs, name):
+    args = {"noise_multiplier": 1.0, "clipping_norm": 1.0, "delta": 1e-5} | kwargs
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of CentralDP"):
+        CentralDP(**args)
+    with pytest.raises(TypeError, match="'privacy' parameter of EEGradStrategy"):
+        _strategy(privacy={"noise_multiplier": 1.0})
+
+
+def test_a_non_finite_update_under_dp_is_named():
+    def bad(pid, size):
+        u = np.zeros(size)
+        u[0] = np.nan if pid == 3 else 0.0
+        return u
+
+    strategy = EEGradStrategy(100.0, 1.0, selector=FixedArm(K), privacy=DP, rng=1)
+    with pytest.raises(NonFiniteGradientError, match=r"node \d+ at server round 1 .*NaN"):
+        strategy.start(grid=LocalGrid(_echo_app(bad), K),
+                       initial_arrays=ArrayRecord({"w": Array(np.zeros(3))}), num_rounds=1)  # fmt: skip
