@@ -28,6 +28,7 @@ installed, NumPy arrays and CPU tensors are told in one compiled pass over the g
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from .engines import check_engine, numba_available
 from .parts import PullAccumulator
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
-from .spread import check_weights, pair_sum
+from .spread import SpreadSums, check_weights, pair_sum
 
 __all__ = ["GradientEstimator"]
 
@@ -497,10 +498,11 @@ class GradientEstimator:
                 f"(round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
             )
 
-    def _record(self, g: Any, pairs: tuple[float, np.ndarray] | None,
+    def _record(self, g: Any, evidence: Callable[[np.ndarray], None] | None,
                 finite: bool | None = None) -> None:  # fmt: skip
         """Add the round's output g (in the backend, or a pull's mean) to the statistics and
-        tell the rule; ``finite`` where the caller knows it."""
+        tell the rule (a rule that learns from parts: ``evidence(arms)`` tells it the round's
+        spread); ``finite`` where the caller knows it."""
         arm = self._pending
         cnt = int(self.selector.counts[0, arm]) + 1
         if self.T == 1:
@@ -519,8 +521,7 @@ class GradientEstimator:
             )
         arms = np.array([arm])
         if self._mode == "pairs":
-            self.selector.tell_pair_sums(arms, np.array([pairs[0]]), pairs[1][None],
-                                         noisy=len(pairs) > 2 and pairs[2])  # fmt: skip
+            evidence(arms)
         elif self._mode == "full":
             self.selector.tell(arms, _flat_host(g)[None], check=False)
         elif self._mode == "gram":
@@ -570,7 +571,7 @@ class GradientEstimator:
                 f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
                 "contain NaN or Inf."
             )
-        self._record(mean, (y, w))
+        self._record(mean, self._pair_evidence(y, w))
 
     def tell_part(self, part: Any, weight: float) -> None:
         r"""One part of the pending pull (a client's update, a worker's gradient), told as it
@@ -639,17 +640,62 @@ class GradientEstimator:
         if self._mode == "pairs" and not pull.spread and pair_sum is None:
             raise fail("pull", owner, f"made with spread=True: {self.selector!r} learns from "
                        "the parts' spread", "spread=False")  # fmt: skip
-        pairs = None
+        evidence = None
         if self._mode == "pairs":
-            pairs = (pull.pair_sum() if pair_sum is None else float(pair_sum),
-                     pull.weights if weights is None else np.asarray(weights, np.float64), noisy)
+            evidence = self._pair_evidence(
+                pull.pair_sum() if pair_sum is None else float(pair_sum),
+                pull.weights if weights is None else np.asarray(weights, np.float64), noisy)
         mean = pull.mean()
         if self.T == 1:
-            self._record(mean, pairs, finite=True)  # the accumulator checked every part
+            self._record(mean, evidence, finite=True)  # the accumulator checked every part
             return
         flat = _flatten(mean)
         self._ensure_backend(flat)
-        self._record(self._backend.convert(flat), pairs)
+        self._record(self._backend.convert(flat), evidence)
+
+    def _pair_evidence(self, y: float, weights: np.ndarray,
+                       noisy: bool = False) -> Callable[[np.ndarray], None]:  # fmt: skip
+        return lambda arms: self.selector.tell_pair_sums(arms, np.array([y]), weights[None],
+                                                         noisy=noisy)  # fmt: skip
+
+    def tell_sums(self, sums: SpreadSums) -> None:
+        r"""Tell the pending pull from its parts' sums alone — what a server under secure
+        aggregation sees (:class:`eegrad.spread.SpreadSums`: n, :math:`\sum\omega_i`,
+        :math:`\sum\omega_i^2`, :math:`\sum\omega_i u_i`, :math:`\sum\omega_i\|u_i\|^2`). The
+        round's output is :math:`\sum\omega_i u_i / \sum\omega_i` (in the sum's type; a list
+        of arrays stays one); a rule that learns from parts is told the weighted spread and its
+        design, which equal the per-part computation's (:func:`eegrad.spread.sums_design`)."""
+        owner = "GradientEstimator.tell_sums"
+        if self._pending is None:
+            raise ProtocolError("tell_sums() without a pending ask(): ask() first")
+        if not isinstance(sums, SpreadSums):
+            raise InvalidParameterTypeError(f"The 'sums' parameter of {owner} must be a "
+                                            f"SpreadSums. Got {sums!r} instead.")  # fmt: skip
+        if not (sums.n >= 1 and sums.total_weight > 0):
+            raise fail("sums", owner, "the sums of at least one part of weight > 0",
+                       f"n = {sums.n}, W = {sums.total_weight}")  # fmt: skip
+        mean = sums.mean()
+        size = sum(int(np.size(a)) for a in (mean if isinstance(mean, list) else [mean]))
+        if size != self.dim:
+            raise fail("sums", owner, f"a weighted sum of dim = {self.dim} numbers", size)
+        spread = sums.weighted_spread()
+        if not math.isfinite(spread):
+            raise NonFiniteGradientError(
+                f"The sums told at round {self.t + 1} for n = {self._pending + 1} contain NaN "
+                "or Inf."
+            )
+
+        def evidence(arms: np.ndarray) -> None:
+            self.selector.tell_spread_sums(arms, np.array([spread]), np.array([sums.n]),
+                                           np.array([sums.total_weight]),
+                                           np.array([sums.total_weight2]))  # fmt: skip
+
+        if self.T == 1:
+            self._record(mean, evidence, finite=True)
+            return
+        flat = _flatten(mean)
+        self._ensure_backend(flat)
+        self._record(self._backend.convert(flat), evidence)
 
     def withdraw(self) -> None:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the

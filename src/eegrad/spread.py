@@ -42,13 +42,14 @@ Two statistics of one round:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._validation import InvalidParameterError, check_integer, fail
 
 __all__ = [
+    "SpreadSums",
     "check_parts",
     "check_population",
     "check_weights",
@@ -56,7 +57,9 @@ __all__ = [
     "pair_statistics",
     "pair_sum",
     "predicted_variance",
+    "spread_sums",
     "spread_variance",
+    "sums_design",
     "variance_coefficients",
     "weighted_mean",
 ]
@@ -150,6 +153,58 @@ def pair_design(weights: np.ndarray) -> np.ndarray:
     n = present.sum(axis=-1).astype(np.float64)
     inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0).sum(axis=-1)
     return np.stack([n * (n - 1.0), (n - 1.0) * inv], axis=-1)
+
+
+class SpreadSums(NamedTuple):
+    r"""A round's parts summed, as secure aggregation reveals them: n, :math:`W = \sum\omega_i`,
+    :math:`W_2 = \sum\omega_i^2`, :math:`\sum\omega_i u_i` (an array, or a list of a model's
+    arrays) and :math:`\sum\omega_i\|u_i\|^2`. Under the client-sampling model the weighted
+    spread :math:`Q` has :math:`\mathbb E\,Q = x\cdot(S^2, \tau^2)` with
+    :math:`x = (W - W_2/W,\ n - 1)` (with or without replacement), and the round's variance
+    coefficients are :math:`(W_2/W^2 - 1/K,\ 1/W)`: all from sums (:func:`sums_design`)."""
+
+    n: int
+    total_weight: float
+    total_weight2: float
+    weighted_sum: Any
+    weighted_squares: float
+
+    def mean(self) -> Any:
+        r""":math:`\bar u = \sum\omega_i u_i / W`, the round's output (the sum's type)."""
+        if isinstance(self.weighted_sum, list | tuple):
+            return [a / self.total_weight for a in self.weighted_sum]
+        return self.weighted_sum / self.total_weight
+
+    def weighted_spread(self) -> float:
+        r""":math:`Q = \sum\omega_i\|u_i - \bar u\|^2 = \sum\omega_i\|u_i\|^2 -
+        \|\sum\omega_i u_i\|^2 / W` (float64; at least 0 against rounding)."""
+        parts = self.weighted_sum if isinstance(self.weighted_sum, list | tuple) else \
+            [self.weighted_sum]  # fmt: skip
+        norm2 = sum(float(np.sum(np.square(np.asarray(a), dtype=np.float64))) for a in parts)
+        return max(float(self.weighted_squares) - norm2 / float(self.total_weight), 0.0)
+
+
+def sums_design(n: Any, total_weight: Any, total_weight2: Any,
+                population: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    r"""The design :math:`x = (W - W_2/W, n - 1)` of the weighted spread and the variance
+    coefficients :math:`(W_2/W^2 - 1/K, 1/W)`, each of shape (..., 2), from sums alone
+    (:class:`SpreadSums`)."""
+    W = np.asarray(total_weight, dtype=np.float64)
+    W2 = np.asarray(total_weight2, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    fpc = 0.0 if population is None else 1.0 / population
+    return (np.stack([W - W2 / W, n - 1.0], axis=-1),
+            np.stack([W2 / (W * W) - fpc, 1.0 / W], axis=-1))  # fmt: skip
+
+
+def spread_sums(parts: np.ndarray, weights: np.ndarray) -> SpreadSums:
+    """The :class:`SpreadSums` of one round's parts (m, d) with weights (m,) (0 = absent):
+    what a server that sees only sums receives."""
+    w = np.asarray(weights, dtype=np.float64)
+    g = np.asarray(parts, dtype=np.float64)
+    return SpreadSums(n=int((w > 0).sum()), total_weight=float(w.sum()),
+                      total_weight2=float((w * w).sum()), weighted_sum=w @ g,
+                      weighted_squares=float(np.einsum("m,md,md->", w, g, g)))  # fmt: skip
 
 
 def variance_coefficients(weights: np.ndarray, population: int | None = None) -> np.ndarray:

@@ -20,7 +20,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
         "pip install \"eegrad[flower]\" (flwr[simulation]==1.41.0)."
     ) from exc
 
-from .client import DeviceCost, WallClock, budgeted_train
+from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums
 from .grid import LocalGrid
 from .privacy import CentralDP, PrivacyBudgetExhausted
 from .strategy import ClientUpdateError, EEGradStrategy
@@ -36,4 +36,5 @@ __all__ = [
     "WallClock",
     "budgeted_torch_train",
     "budgeted_train",
+    "with_spread_sums",
 ]

@@ -31,10 +31,14 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricR
 
 from .._validation import InvalidParameterError, check_callable, check_integer, check_real
 
-__all__ = ["DeviceCost", "WallClock", "budgeted_train"]
+__all__ = ["DeviceCost", "WallClock", "budgeted_train", "with_spread_sums"]
 
 #: The config key the server sends the per-client spend under.
 SHARE_KEY = "budget-share"
+#: The config key by which the server asks for sums-only replies (``secure_sums=True``).
+SUMS_KEY = "eegrad-sums"
+#: The metrics a sums-only reply adds: ω² and ω‖u‖².
+SUMS_METRICS = ("eegrad-weight2", "eegrad-weighted-squares")
 
 
 @dataclass(frozen=True)
@@ -209,3 +213,52 @@ def budgeted_train(
 
     return train
 
+
+def with_spread_sums(
+    train: Callable[[Message, Context], Message],
+    *,
+    weighted_by_key: str = "num-examples",
+    arrayrecord_key: str = "arrays",
+    configrecord_key: str = "config",
+) -> Callable[[Message, Context], Message]:
+    r"""Make a client's reply a summand, for a server that reads only sums (secure aggregation).
+
+    Where the server asks for it (``EEGradStrategy(..., secure_sums=True)``), the wrapped train
+    function replies, instead of its model :math:`w_i`, the weighted update
+    :math:`\omega_i u_i = \omega_i (w - w_i)` (in the model's dtypes) and adds the metrics
+    ``eegrad-weight2`` (:math:`\omega_i^2`) and ``eegrad-weighted-squares``
+    (:math:`\omega_i\|u_i\|^2`, float64), ω being the reply's ``num-examples``. A secure sum of
+    the replies is then all the server needs (:class:`eegrad.spread.SpreadSums`): the weighted
+    mean update and the spread the rule learns from. Otherwise the reply is unchanged.
+
+    Examples
+    --------
+    >>> from flwr.clientapp import ClientApp
+    >>> from eegrad.flower import DeviceCost, budgeted_train, with_spread_sums
+    >>> def gradient(arrays, batch_size, context, config):
+    ...     return [a * 0.0 for a in arrays]  # the user's code
+    >>> app = ClientApp()
+    >>> train = app.train()(with_spread_sums(budgeted_train(gradient, DeviceCost(1.0, 4.0))))
+    """
+    check_callable(train, "train", "with_spread_sums")
+
+    def summand(msg: Message, context: Context) -> Message:
+        reply = train(msg, context)
+        if not bool(msg.content[configrecord_key].get(SUMS_KEY, False)) or reply.has_error():
+            return reply
+        sent = msg.content[arrayrecord_key]
+        mine = reply.content[arrayrecord_key]
+        metrics = next(iter(reply.content.metric_records.values()))
+        omega = float(metrics[weighted_by_key])
+        out, squares = {}, 0.0
+        for k in sent:
+            w, wi = sent[k].numpy(), mine[k].numpy()
+            u = np.subtract(w, wi, dtype=np.float64)
+            squares += float(u @ u) if u.ndim == 1 else float(np.sum(u * u))
+            out[k] = Array((omega * u).astype(w.dtype))
+        metrics[SUMS_METRICS[0]] = omega * omega
+        metrics[SUMS_METRICS[1]] = omega * squares
+        reply.content[arrayrecord_key] = ArrayRecord(out)
+        return reply
+
+    return summand

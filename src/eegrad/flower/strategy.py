@@ -80,7 +80,8 @@ from ..loop import GradientEstimator
 from ..parts import PullAccumulator, update_norm2
 from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
-from .client import SHARE_KEY
+from ..spread import SpreadSums
+from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
 from .privacy import SPREAD_SCALE, CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
@@ -176,6 +177,13 @@ class EEGradStrategy(Strategy):
         noise of SD zC/n on the mean, one ``GaussianPrivacyEvent(z, n, K)`` per round in
         Flower's RDP accountant; the records gain ``noise_std`` and ``epsilon``, and a round
         that would take ε past ``max_epsilon`` is not run (the run ends there).
+    secure_sums : bool
+        Read only sums of the replies, as secure aggregation would reveal them: the clients
+        (wrapped with :func:`~eegrad.flower.with_spread_sums`) reply ω·u, ω, ω² and ω‖u‖²; the
+        server adds them up first and uses nothing but the sums
+        (:class:`eegrad.spread.SpreadSums`) — the weighted mean for the step, and the weighted
+        spread for a rule that learns from parts. A non-finite reply is then seen only in the
+        sum, so the error names the round, not the node.
     """
 
     def __init__(
@@ -194,6 +202,7 @@ class EEGradStrategy(Strategy):
         csv_path: str | Path | None = None,
         checkpoint: str | Path | None = None,
         privacy: CentralDP | None = None,
+        secure_sums: bool = False,
         weighted_by_key: str = "num-examples",
         arrayrecord_key: str = "arrays",
         configrecord_key: str = "config",
@@ -238,6 +247,10 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterTypeError(f"The 'privacy' parameter of {owner} must be a "
                                             f"CentralDP or None. Got {privacy!r} instead.")  # fmt: skip
         self.privacy = privacy
+        self.secure_sums = bool(secure_sums)
+        if self.secure_sums and privacy is not None:
+            raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
+                       "clips each update on the server, which sums alone do not allow)", True)
         self._accountant: Any = None  # Flower's RDP accountant, made when K is known
         # Children 0 and 1 are those of spawn(2): adding the noise stream changes nothing else.
         self._selector_rng, self._sampling_rng, self._noise_rng = as_generator(rng, owner).spawn(3)
@@ -316,6 +329,8 @@ class EEGradStrategy(Strategy):
         cfg["server-round"] = server_round
         cfg[SHARE_KEY] = share
         cfg["eegrad-n"] = n
+        if self.secure_sums:
+            cfg[SUMS_KEY] = True
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
@@ -402,7 +417,9 @@ class EEGradStrategy(Strategy):
         # One pass over the replies: each folded into running sums (the updates u_i = w − w_i
         # in the model's dtype, float64 scalars), FedAvg's server cost; no n × d stack.
         pull = PullAccumulator(reference=rnd["model"], spread=est.selector.uses_parts)
-        if self.privacy is None:
+        if self.secure_sums:
+            costs, sums = self._sum_replies(good, server_round)
+        elif self.privacy is None:
             costs = [self._fold(pull, m, server_round) for m in good]
         else:
             costs, spread_sum = self._fold_private(pull, good, server_round)
@@ -413,6 +430,8 @@ class EEGradStrategy(Strategy):
         step = 0
         if not replied:
             est.withdraw()
+        elif self.secure_sums:
+            est.tell_sums(sums)
         elif self.privacy is None:
             est.tell_pull(pull)
         else:
@@ -446,6 +465,43 @@ class EEGradStrategy(Strategy):
             self._latest = new_arrays
         self._round = None
         return new_arrays, MetricRecord(metrics)
+
+    # -- sums only (secure aggregation) --------------------------------------------------------
+    def _sum_replies(self, good: list[Message],
+                     server_round: int) -> tuple[list[float], SpreadSums | None]:  # fmt: skip
+        """Add up the replies of clients wrapped with ``with_spread_sums`` — arrays ω·u, metrics
+        ω, ω², ω‖u‖² — and return the costs and the sums; nothing else of a reply is read."""
+        if not good:
+            return [], None
+        total: list[np.ndarray] | None = None
+        scalars = np.zeros(4)  # n, W, W2, Σω‖u‖²
+        costs = []
+        for m in good:
+            arrays, weight, cost = self._reply(m, server_round)
+            metrics = next(iter(m.content.metric_records.values()))
+            missing = [k for k in SUMS_METRICS if k not in metrics]
+            if missing:
+                raise ClientUpdateError(
+                    f"The reply of node {m.metadata.src_node_id} at server round {server_round} "
+                    f"has no {missing[0]!r}: with secure_sums=True the clients' train function "
+                    "must be wrapped with eegrad.flower.with_spread_sums."
+                )
+            views = [array_view(a) for a in arrays]
+            total = [v.astype(v.dtype, copy=True) for v in views] if total is None else \
+                [np.add(t, v, out=t) for t, v in zip(total, views, strict=True)]  # fmt: skip
+            scalars += [1.0, weight, float(metrics[SUMS_METRICS[0]]),
+                        float(metrics[SUMS_METRICS[1]])]  # fmt: skip
+            costs.append(cost)
+        sums = SpreadSums(n=int(scalars[0]), total_weight=float(scalars[1]),
+                          total_weight2=float(scalars[2]), weighted_sum=total,
+                          weighted_squares=float(scalars[3]))  # fmt: skip
+        if not (math.isfinite(sums.weighted_spread()) and all(np.all(np.isfinite(t))
+                                                                 for t in total)):  # fmt: skip
+            raise NonFiniteGradientError(
+                f"The sum of the replies at server round {server_round} contains NaN or Inf "
+                "(with secure sums the node cannot be named)."
+            )
+        return costs, sums
 
     # -- privacy ---------------------------------------------------------------------------------
     def _epsilon(self) -> float:
@@ -534,7 +590,7 @@ class EEGradStrategy(Strategy):
                 "server_lr": self.server_lr, "weighted_by_key": self.weighted_by_key,
                 "rule": "default" if sel is None else type(sel).__name__,
                 "rule parameters": None if sel is None else repr(sel.get_params()),
-                "privacy": repr(self.privacy),
+                "privacy": repr(self.privacy), "secure_sums": self.secure_sums,
                 "model arrays": [[k, list(a.shape), a.dtype.str] for k, a in model.items()]}  # fmt: skip
 
     def _write_checkpoint(self, server_round: int, new_arrays: ArrayRecord | None) -> None:

@@ -266,6 +266,29 @@ class Selector:
             raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
         self._observe_pairs(arms, y, check_weights(w, owner, w.shape))
 
+    def tell_spread_sums(self, arms: np.ndarray, weighted_spread: np.ndarray, n: np.ndarray,
+                         total_weight: np.ndarray, total_weight2: np.ndarray) -> None:  # fmt: skip
+        r"""Record a round from sums alone, as secure aggregation reveals them
+        (:class:`eegrad.spread.SpreadSums`): the weighted spread
+        :math:`Q = \sum\omega_i\|u_i - \bar u\|^2`, the parts' count n, :math:`W = \sum\omega_i`
+        and :math:`W_2 = \sum\omega_i^2`, each of shape (R,). Only rules that learn from parts
+        (``uses_parts``) take it."""
+        self._check_pending(arms, "tell_spread_sums")
+        R, _, _ = self._shape  # type: ignore[misc]
+        owner = f"{type(self).__name__}.tell_spread_sums"
+        q = _per_realization(weighted_spread, "weighted_spread", owner, R)
+        count = _per_realization(n, "n", owner, R)
+        W = _per_realization(total_weight, "total_weight", owner, R)
+        W2 = _per_realization(total_weight2, "total_weight2", owner, R)
+        if np.any(count < 1) or np.any(W <= 0) or np.any(W2 > W * W * (1 + 1e-12)):
+            raise fail("total_weight", owner, "W > 0, n >= 1 and W2 <= W² (sums of n weights)",
+                       f"W = {W}, W2 = {W2}, n = {count}")  # fmt: skip
+        self._observe_sums(arms, q, count, W, W2)
+
+    def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
+                      W2: np.ndarray) -> None:  # fmt: skip
+        raise ProtocolError(f"{self!r} does not learn from parts: tell it their mean")
+
     def absorb(self, counts: np.ndarray, rounds: int, mean: np.ndarray | None = None,
                sq_dev: np.ndarray | None = None) -> None:  # fmt: skip
         """Take the statistics of ``rounds`` rounds run elsewhere since :meth:`init` — by the

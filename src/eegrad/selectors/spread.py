@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_array, check_integer, check_real, fail
-from ..spread import check_population, pair_design, variance_coefficients
+from ..spread import check_population, pair_design, sums_design, variance_coefficients
 from .base import ProtocolError, Selector
 from .registry import register_rule
 
@@ -182,12 +182,28 @@ class SpreadThompson(Selector):
         )
 
     def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray) -> None:
+        present = weights > 0
+        s = self._spend[arms][:, None] * present  # the spend of each part present
+        line = np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
+                         weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
+        self._observe_statistic(arms, y, pair_design(weights),
+                                variance_coefficients(weights, self.population), line)
+
+    def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
+                      W2: np.ndarray) -> None:  # fmt: skip
+        s = self._spend[arms]
+        x, coef = sums_design(n, W, W2, self.population)
+        line = np.stack([n, n * s, n * s * s, W, s * W], axis=1)
+        self._observe_statistic(arms, spread, x, coef, line)
+
+    def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
+                           coef: np.ndarray, line: np.ndarray) -> None:  # fmt: skip
+        """One round's statistic y with E y = x·(S², τ²) (the pair sum, or the weighted spread
+        of sums), the round's variance coefficients and its spend-line sums."""
         self._advance(arms)
         lam = self.discount
-        x = pair_design(weights)  # (R, 2)
         pairs = x[:, 0]
-        present = weights > 0
-        nu = np.maximum(present.sum(axis=1) - 1.0, 0.0)  # degrees of freedom, n − 1
+        nu = np.maximum(line[:, 0] - 1.0, 0.0)  # degrees of freedom, n − 1
         with np.errstate(invalid="ignore", divide="ignore"):
             xt = np.where(pairs[:, None] > 0, x / pairs[:, None], 0.0)
             yt = np.where(pairs > 0, y / pairs, 0.0)
@@ -200,11 +216,9 @@ class SpreadThompson(Selector):
         self._yy += nu * yt * yt
         self._nu += nu
         self._nu2 += nu * nu
-        self._coef[self._rows, arms] += variance_coefficients(weights, self.population)
+        self._coef[self._rows, arms] += coef
         self._pulls[self._rows, arms] += 1.0
-        s = self._spend[arms][:, None] * present  # the spend of each part present
-        self._line += np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
-                                weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
+        self._line += line
         self.rounds += 1
 
     # -- the fit -----------------------------------------------------------------------------------
