@@ -16,7 +16,8 @@ the noise of C/20, silently. :class:`~eegrad.flower.EEGradStrategy` refuses to r
 **Accounting.** Each round composes one ``GaussianPrivacyEvent(z, n_t, K)`` in Flower's RDP
 accountant (``flwr.supercore.privacy_accounting``, dp-accounting underneath: the ``flower``
 extra installs it), with sampling without replacement from the K nodes — what the strategy does
-— and replace-one neighbours. The records carry ``noise_std`` (zC/n) and ``epsilon`` (cumulative,
+— and replace-one neighbours. The event is composed when the round's clients are asked, so a
+round that then gets no reply is counted too. The records carry ``noise_std`` (zC/n) and ``epsilon`` (cumulative,
 at ``delta``). With ``max_epsilon``, a round whose release would take ε past it is not run: the
 run ends there, saying so, and the checkpoint keeps the state.
 

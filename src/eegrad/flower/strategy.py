@@ -321,7 +321,7 @@ class EEGradStrategy(Strategy):
             self._setup(len(nodes), sum(a.size for a in model))
         n = self.estimator.ask()
         if self.privacy is not None:
-            self._check_privacy_budget(server_round, n)
+            self._charge_privacy(server_round, n)
         pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
         share = float(per_client_spend(self.budget, self.aggregation, n))
@@ -509,18 +509,25 @@ class EEGradStrategy(Strategy):
         acc = self._accountant
         return float(acc.get_epsilon(self.privacy.delta)) if acc.num_releases else 0.0
 
-    def _check_privacy_budget(self, server_round: int, n: int) -> None:
-        """Refuse a round whose release would take ε past ``max_epsilon`` (the run ends)."""
+    def _charge_privacy(self, server_round: int, n: int) -> None:
+        """Compose the round's event when its clients are asked (a round that then gets no
+        reply is still counted: never less private than stated); a round that would take ε
+        past ``max_epsilon`` is undone and not run (the run ends). One composition a round:
+        Flower's ``would_exceed`` replays every earlier one, which a run of thousands of rounds
+        cannot afford."""
         dp = self.privacy
-        if dp.max_epsilon is None:
-            return
-        event = dp.event(n, self._num_nodes)
-        if self._accountant.would_exceed(event):
+        before = self._accountant.state_dict() if dp.max_epsilon is not None else None
+        spent = self._epsilon()
+        self._accountant.compose(dp.event(n, self._num_nodes))
+        if before is not None and self._epsilon() > dp.max_epsilon:
+            projected = self._epsilon()
+            self._accountant.load_state_dict(before)
             self.estimator.withdraw()
             raise PrivacyBudgetExhausted(
                 f"Server round {server_round} would release the mean of n = {n} clients and take "
-                f"the cumulative ε past max_epsilon = {dp.max_epsilon:g} (δ = {dp.delta:g}); the "
-                f"run ends after round {server_round - 1}, with ε = {self._epsilon():.4g}."
+                f"the cumulative ε to {projected:.4g}, past max_epsilon = {dp.max_epsilon:g} "
+                f"(δ = {dp.delta:g}); the run ends after round {server_round - 1}, with "
+                f"ε = {spent:.4g}."
             )
 
     def _fold_private(self, pull: PullAccumulator, good: list[Message],
@@ -561,7 +568,6 @@ class EEGradStrategy(Strategy):
             g += noise.astype(g.dtype)
             norm2 += float(np.sum(np.square(g, dtype=np.float64)))
         spread_noisy = spread_sum + float(self._noise_rng.normal(0.0, sd_sum))
-        self._accountant.compose(dp.event(n, self._num_nodes))
         # E‖n m̃‖² = ‖Σû‖² + d (zC)²;  Σ‖û‖² = (C/a) Σ a‖û‖²/C
         squares = dp.clipping_norm / SPREAD_SCALE * spread_noisy
         pair_sum = replied * squares - (n * n * norm2 - pull.size * sd_sum**2)
