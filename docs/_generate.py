@@ -76,6 +76,8 @@ API_SECTIONS = [
     ("Your own training loop", "eegrad.loop"),
     ("PyTorch adapter", "eegrad.torch"),
     ("Parts of a pull (federated, data-parallel)", "eegrad.spread"),
+    ("Parts told one at a time", "eegrad.parts"),
+    ("Checkpoints", "eegrad.checkpoint"),
     ("Flower", "eegrad.flower"),
     ("Theory: the paper's bounds and closed forms", "eegrad.theory"),
     ("Estimators", "eegrad.estimators"),
