@@ -626,12 +626,7 @@ class GradientEstimator:
         is — an array, or a list of arrays in the model's shapes and dtype. ``pair_sum`` and
         ``weights`` replace the pull's own for a rule that learns from parts, where the caller
         released them privately (``noisy``: an unbiased estimate, which may be negative)."""
-        owner = "GradientEstimator.tell_pull"
-        if self._pending is None:
-            raise ProtocolError("tell_pull() without a pending ask(): ask() first")
-        if not isinstance(pull, PullAccumulator):
-            raise InvalidParameterTypeError(f"The 'pull' parameter of {owner} must be a "
-                                            f"PullAccumulator. Got {pull!r} instead.")  # fmt: skip
+        owner = self._check_told("tell_pull", "pull", pull, PullAccumulator)
         if pull.count == 0:
             raise fail("pull", owner, "a pull with at least one part of weight > 0", "none")
         if pull.size != self.dim:
@@ -645,9 +640,23 @@ class GradientEstimator:
             evidence = self._pair_evidence(
                 pull.pair_sum() if pair_sum is None else float(pair_sum),
                 pull.weights if weights is None else np.asarray(weights, np.float64), noisy)
-        mean = pull.mean()
+        self._record_mean(pull.mean(), evidence)  # the accumulator checked every part
+
+    def _check_told(self, call: str, name: str, value: Any, kind: type) -> str:
+        """A pending ask, and ``value`` of type ``kind``; returns the owner's name."""
+        owner = f"GradientEstimator.{call}"
+        if self._pending is None:
+            raise ProtocolError(f"{call}() without a pending ask(): ask() first")
+        if not isinstance(value, kind):
+            raise InvalidParameterTypeError(f"The {name!r} parameter of {owner} must be a "
+                                            f"{kind.__name__}. Got {value!r} instead.")  # fmt: skip
+        return owner
+
+    def _record_mean(self, mean: Any, evidence: Callable[[np.ndarray], None] | None) -> None:
+        """Record a round output already checked finite: as it is where T = 1 (an array, or a
+        model's list of arrays), else flat in the backend."""
         if self.T == 1:
-            self._record(mean, evidence, finite=True)  # the accumulator checked every part
+            self._record(mean, evidence, finite=True)
             return
         flat = _flatten(mean)
         self._ensure_backend(flat)
@@ -665,12 +674,7 @@ class GradientEstimator:
         round's output is :math:`\sum\omega_i u_i / \sum\omega_i` (in the sum's type; a list
         of arrays stays one); a rule that learns from parts is told the weighted spread and its
         design, which equal the per-part computation's (:func:`eegrad.spread.sums_design`)."""
-        owner = "GradientEstimator.tell_sums"
-        if self._pending is None:
-            raise ProtocolError("tell_sums() without a pending ask(): ask() first")
-        if not isinstance(sums, SpreadSums):
-            raise InvalidParameterTypeError(f"The 'sums' parameter of {owner} must be a "
-                                            f"SpreadSums. Got {sums!r} instead.")  # fmt: skip
+        owner = self._check_told("tell_sums", "sums", sums, SpreadSums)
         if not (sums.n >= 1 and sums.total_weight > 0):
             raise fail("sums", owner, "the sums of at least one part of weight > 0",
                        f"n = {sums.n}, W = {sums.total_weight}")  # fmt: skip
@@ -690,12 +694,7 @@ class GradientEstimator:
                                            np.array([sums.total_weight]),
                                            np.array([sums.total_weight2]))  # fmt: skip
 
-        if self.T == 1:
-            self._record(mean, evidence, finite=True)
-            return
-        flat = _flatten(mean)
-        self._ensure_backend(flat)
-        self._record(self._backend.convert(flat), evidence)
+        self._record_mean(mean, evidence)
 
     def withdraw(self) -> None:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the

@@ -100,6 +100,17 @@ class WallClock:
             check_integer(self.max_samples, "max_samples", "WallClock", ge=1)
 
 
+def received_share(config: ConfigRecord) -> float:
+    """The budget share a train message's config carries, or an error saying who must send it."""
+    if SHARE_KEY not in config:
+        raise InvalidParameterError(
+            f"The train message has no {SHARE_KEY!r} in its config: the server must send each "
+            "client its share of the round's budget (EEGradStrategy does; with FedAvg put it "
+            "in train_config)."
+        )
+    return float(config[SHARE_KEY])
+
+
 Gradient = Callable[[list[np.ndarray], int, Context, ConfigRecord], list[np.ndarray]]
 
 
@@ -169,13 +180,7 @@ def budgeted_train(
         received = [record[k].numpy() for k in keys]
         arrays = [a.astype(np.float64) for a in received]  # the user's gradient sees float64
         config = msg.content[configrecord_key]
-        if SHARE_KEY not in config:
-            raise InvalidParameterError(
-                f"The train message has no {SHARE_KEY!r} in its config: the server must send each "
-                "client its share of the round's budget (EEGradStrategy does; with FedAvg put it "
-                "in train_config)."
-            )
-        share = float(config[SHARE_KEY])
+        share = received_share(config)
         model = device if isinstance(device, DeviceCost | WallClock) else device(context, config)
         start = time.perf_counter()
         if isinstance(model, DeviceCost):

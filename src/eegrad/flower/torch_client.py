@@ -38,7 +38,7 @@ from .._validation import (
     check_integer,
     check_real,
 )
-from .client import SHARE_KEY, DeviceCost, WallClock
+from .client import DeviceCost, WallClock, received_share
 
 __all__ = ["budgeted_torch_train"]
 
@@ -113,13 +113,7 @@ def budgeted_torch_train(
     def train(msg: Message, context: Context) -> Message:
         start = time.perf_counter()
         config = msg.content[configrecord_key]
-        if SHARE_KEY not in config:
-            raise InvalidParameterError(
-                f"The train message has no {SHARE_KEY!r} in its config: the server must send each "
-                "client its share of the round's budget (EEGradStrategy does; with FedAvg put it "
-                "in train_config)."
-            )
-        share = float(config[SHARE_KEY])
+        share = received_share(config)
         server_round = int(config.get("server-round", 0))
         where = f"node {context.node_id} at server round {server_round}"
         budget = device if isinstance(device, DeviceCost | WallClock) else device(context, config)
