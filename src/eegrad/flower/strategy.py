@@ -416,7 +416,8 @@ class EEGradStrategy(Strategy):
         est = self.estimator
         # One pass over the replies: each folded into running sums (the updates u_i = w − w_i
         # in the model's dtype, float64 scalars), FedAvg's server cost; no n × d stack.
-        pull = PullAccumulator(reference=rnd["model"], spread=est.selector.uses_parts)
+        pull = None if self.secure_sums else PullAccumulator(reference=rnd["model"],
+                                                             spread=est.selector.uses_parts)  # fmt: skip
         if self.secure_sums:
             costs, sums = self._sum_replies(good, server_round)
         elif self.privacy is None:
