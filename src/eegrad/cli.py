@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._extras import require_cli
 from ._validation import InvalidParameterError
 
 
@@ -274,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = "eegrad " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
+        require_cli()
         return _dispatch(args, command)
-    except InvalidParameterError as exc:
+    except (InvalidParameterError, ModuleNotFoundError) as exc:
         print(f"eegrad: error: {exc}", file=sys.stderr)
         return 2
 

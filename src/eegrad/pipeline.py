@@ -6,7 +6,12 @@ import sys
 import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from ._extras import missing_extra
+
+try:
+    from tqdm.auto import tqdm
+except ImportError as exc:  # the 'cli' extra
+    raise missing_extra(exc, "eegrad.pipeline (its progress bar)") from exc
 
 from .config import ExperimentConfig, config_to_dict
 from .experiment import Study, run_study, study_work

@@ -7,7 +7,13 @@ import io
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
+
+from ._extras import missing_extra
+
+try:
+    from matplotlib.figure import Figure
+except ImportError as exc:  # the 'cli' extra
+    raise missing_extra(exc, "eegrad.plots") from exc
 
 from .results import atomic_write_bytes
 from .studies import Study, load_study, study_kind

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+from ._extras import require_cli
 from .results import atomic_write_bytes
 from .studies import Section, Study, all_studies, load_study, study_kind
 
@@ -46,6 +47,7 @@ def _md_table(rows: list[list[str]]) -> str:
 def write_report(folder: str | Path, sections: list[Section], command: str) -> None:
     """Write ``report.md`` and ``report.html`` (figures embedded; Markdown rendered by
     markdown-it-py) into ``folder``."""
+    require_cli("eegrad's report")
     from markdown_it import MarkdownIt
 
     folder = Path(folder)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._extras import require_cli
 from .config import (
     ConfigError,
     ExperimentConfig,
@@ -205,6 +206,7 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 def _parallel_context(executor: str, jobs: int | None, address: str | None):
     """joblib's backend for the executor, and a clean-up callable."""
+    require_cli("eegrad's sweeps")
     import joblib
 
     if executor == "local":
@@ -277,6 +279,7 @@ def run_sweep(
     quiet: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every task not yet in ``out``, then merge all into ``out/results.csv``."""
+    require_cli("eegrad's sweeps")
     import joblib
     from tqdm.auto import tqdm
 

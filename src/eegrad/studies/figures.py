@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from matplotlib.figure import Figure
+from .._extras import missing_extra
+
+try:
+    from matplotlib.figure import Figure
+except ImportError as exc:  # the 'cli' extra
+    raise missing_extra(exc, "eegrad's studies (their figures)") from exc
 
 from .base import Study
 
