@@ -17,7 +17,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
         "eegrad.flower needs Flower: install the 'flower' extra, "
-        "pip install \"eegrad[flower]\" (flwr[simulation]==1.41.0)."
+        "pip install \"eegrad[flower]\" (flwr[simulation,dp]==1.41.0)."
     ) from exc
 
 from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums
