@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import InvalidParameterError
+from .parts import is_torch
 from .results import atomic_write
 
 __all__ = ["CheckpointError", "capture_state", "read_checkpoint", "restore_state",
@@ -40,10 +41,6 @@ VERSION = 1
 class CheckpointError(InvalidParameterError):
     """A checkpoint that cannot be used here: unreadable, of another format, or of another
     run (the message names what differs)."""
-
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
 
 
 def _qualname(obj: Any) -> str:
@@ -74,7 +71,7 @@ class _Capture:
             return {"__scalar__": x.dtype.str, "value": x.item()}
         if isinstance(x, np.dtype):
             return {"__dtype__": x.str}
-        if _is_torch(x) and hasattr(x, "detach"):
+        if is_torch(x) and hasattr(x, "detach"):
             return {"__tensor__": self.array(x.detach().cpu().numpy()), "device": str(x.device)}
         if isinstance(x, np.random.Generator):
             ss = x.bit_generator.seed_seq
