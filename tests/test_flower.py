@@ -370,3 +370,74 @@ def test_flower_example_quick(tmp_path, monkeypatch):
     meta = json.loads((tmp_path / "metadata.json").read_text())
     assert meta["versions"]["flwr"] == "1.41.0"
     assert (tmp_path / "flower.png").stat().st_size > 0
+
+
+def _told_updates(monkeypatch):
+    """Capture, per round, the updates u_i = w − w_i and weights the server folds."""
+    told = []
+    original = PullAccumulator.add
+
+    def record(self, part, weight, **kw):
+        arrays = list(part)
+        if not told or told[-1][0] is not self:
+            told.append((self, [], []))
+        told[-1][1].append(self._ref[0] - arrays[0])
+        told[-1][2].append(weight)
+        return original(self, arrays, weight, **kw)
+
+    monkeypatch.setattr(PullAccumulator, "add", record)
+    return told
+
+
+def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
+    """damp_exploration: round t steps by ρ_t = √(v̂*/v̂_{n_t}), v̂ the rule's fitted variances
+    after the round is told; replayed on the same updates and stream, the strategy's ρ_t and
+    its final model w_0 − Σ_t ρ_t ū_t agree to rounding, ρ_t = 1 on the rounds whose arm is the
+    fitted best, and some rounds (the warm-up's small n) are damped."""
+    told = _told_updates(monkeypatch)
+    strategy = _strategy()
+    res = _start(strategy, LocalGrid(_app(), K, seed=2), 25)
+    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N)),
+                               strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
+    w = np.zeros(D)
+    rhos = []
+    for r, (_, parts, weights) in enumerate(told, start=1):
+        n = replay.ask()
+        replay.tell_parts(np.array(parts), np.array(weights))
+        v = replay.selector.predicted()[0]
+        rho = min(1.0, float(np.sqrt(v.min() / v[n - 1])))
+        assert strategy._metrics[r]["step-scale"] == pytest.approx(rho, rel=1e-12)
+        if v[n - 1] == v.min():
+            assert rho == 1.0
+        w = w - rho * replay.result()
+        replay.next_iterate()
+        rhos.append(rho)
+    np.testing.assert_allclose(res.arrays["w"].numpy(), w, rtol=1e-10, atol=1e-12)
+    assert min(rhos) < 0.9
+    assert max(rhos) == 1.0
+
+
+def test_without_damping_every_round_steps_by_the_server_lr(monkeypatch):
+    told = _told_updates(monkeypatch)
+    strategy = _strategy(damp_exploration=False, server_lr=0.5)
+    res = _start(strategy, LocalGrid(_app(), K, seed=2), 8)
+    assert all(m["step-scale"] == 1.0 for m in strategy._metrics.values())
+    w = np.zeros(D)
+    for _, parts, weights in told:
+        p = np.array(weights) / np.sum(weights)
+        w = w - 0.5 * p @ np.array(parts)
+    np.testing.assert_allclose(res.arrays["w"].numpy(), w, rtol=1e-10, atol=1e-12)
+
+
+def test_fixed_arm_is_never_damped():
+    strategy = _strategy(selector=FixedArm(3))
+    _start(strategy, LocalGrid(_app(), K, seed=2), 4)
+    assert [m["step-scale"] for m in strategy._metrics.values()] == [1.0] * 4
+
+
+def test_damp_exploration_must_be_a_bool():
+    from eegrad import InvalidParameterTypeError
+
+    with pytest.raises(InvalidParameterTypeError, match="'damp_exploration' parameter of "
+                       "EEGradStrategy must be a bool. Got 'yes'"):  # fmt: skip
+        _strategy(damp_exploration="yes")

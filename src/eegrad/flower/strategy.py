@@ -154,6 +154,17 @@ class EEGradStrategy(Strategy):
         Rounds per step for ``steps="t-rounds"`` (>= the rule's minimum, 2N for index rules).
     server_lr : float
         η of the server's step, > 0 (1: FedAvg's aggregate for every-round).
+    damp_exploration : bool
+        With ``steps="every-round"`` and a rule that fits every arm's variance (its
+        ``predicted()``, as :class:`~eegrad.SpreadThompson`), scale the round's step by
+        :math:`\rho_t = \sqrt{\hat v^* / \hat v_{n_t}} \le 1`, where :math:`\hat v_n` is the
+        rule's fitted variance of arm n's mean (after the round is told) and :math:`\hat v^*`
+        the least over the arms: the noise of a round's step (SD :math:`\rho_t \sqrt{\hat
+        v_{n_t}}`) is then never larger than that of the arm believed best, so a round that
+        explores a noisy arm costs a shorter step, never a harmful one; ρ = 1 when the rule
+        asks the arm it believes best. Each round's ρ is in its ``MetricRecord``
+        (``step-scale``). Default True; False steps every round by η alone. A rule without
+        ``predicted()`` (e.g. :class:`~eegrad.FixedArm`, FedAvg) always has ρ = 1.
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children).
     min_available_nodes : int
@@ -196,6 +207,7 @@ class EEGradStrategy(Strategy):
         steps: str = "every-round",
         T: int | None = None,
         server_lr: float = 1.0,
+        damp_exploration: bool = True,
         rng: Any = 0,
         min_available_nodes: int = 1,
         fraction_evaluate: float = 0.0,
@@ -233,6 +245,12 @@ class EEGradStrategy(Strategy):
         self.selector = selector
         self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
+        if not isinstance(damp_exploration, bool | np.bool_):
+            raise InvalidParameterTypeError(
+                f"The 'damp_exploration' parameter of {owner} must be a bool. Got "
+                f"{damp_exploration!r} instead."
+            )
+        self.damp_exploration = bool(damp_exploration)
         self.min_available_nodes = check_integer(min_available_nodes, "min_available_nodes",
                                                  owner, ge=1)  # fmt: skip
         self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
@@ -300,7 +318,8 @@ class EEGradStrategy(Strategy):
         """
         log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
             self.budget, self.c_min, self.aggregation)  # fmt: skip
-        log(INFO, "\t├──> Steps: %s (T = %d), server lr %g", self.steps, self.T, self.server_lr)
+        log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
+            self.T, self.server_lr, self.damp_exploration)  # fmt: skip
         log(INFO, "\t└──> Selector: %r", self.selector or "default")
 
     # -- train -------------------------------------------------------------------------------------
@@ -438,8 +457,10 @@ class EEGradStrategy(Strategy):
         else:
             self._release(pull, spread_sum, n)
         del pull  # nothing of the round is kept past its use
+        scale = 1.0
         if replied and est.done:
-            new_arrays = self._step(est.result())
+            scale = self._step_scale(n)
+            new_arrays = self._step(est.result(), scale)
             est.next_iterate()
             self._steps_taken += 1
             step = 1
@@ -458,7 +479,8 @@ class EEGradStrategy(Strategy):
             else:
                 append_row(self.csv_path, row, self.columns)
         metrics = {"arm": n, "clients-replied": replied, "clients-failed": len(failed),
-                   "budget-used": used, "cost": self._cost, "step": step}  # fmt: skip
+                   "budget-used": used, "cost": self._cost, "step": step,
+                   "step-scale": scale}  # fmt: skip
         self._metrics[server_round] = metrics
         if self.checkpoint is not None:
             self._write_checkpoint(server_round, new_arrays)
@@ -574,16 +596,28 @@ class EEGradStrategy(Strategy):
         pair_sum = replied * squares - (n * n * norm2 - pull.size * sd_sum**2)
         self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(replied), noisy=True)
 
-    def _step(self, G: Any) -> ArrayRecord:
-        """w ← w − η G, array by array in the model's dtypes (G: the pull's mean in the
-        model's arrays with T = 1, the estimator's flat float64 mean of T rounds otherwise)."""
+    def _step_scale(self, n: int) -> float:
+        """ρ = √(v̂*/v̂_n) of ``damp_exploration`` for a round of arm n (1 when off, with
+        t-rounds, or with a rule that fits no variances)."""
+        predicted = getattr(self.selector, "predicted", None)
+        if not self.damp_exploration or self.steps != "every-round" or predicted is None:
+            return 1.0
+        v = np.asarray(predicted(), dtype=np.float64)[0]
+        if not np.all(np.isfinite(v)) or v[n - 1] <= 0.0:
+            return 1.0  # no fit yet (or a noiseless one): nothing to damp by
+        return float(min(1.0, math.sqrt(max(float(v.min()), 0.0) / float(v[n - 1]))))
+
+    def _step(self, G: Any, scale: float = 1.0) -> ArrayRecord:
+        """w ← w − η ρ G, array by array in the model's dtypes (G: the pull's mean in the
+        model's arrays with T = 1, the estimator's flat float64 mean of T rounds otherwise;
+        ρ the round's ``scale``)."""
         rnd = self._round
         if not isinstance(G, list):
             sizes = np.cumsum([a.size for a in rnd["model"]])[:-1]
             G = np.split(np.asarray(G), sizes)
         out = {}
         for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
-            new = w - self.server_lr * g.reshape(w.shape)
+            new = w - (self.server_lr * scale) * g.reshape(w.shape)
             out[k] = Array(new if new.dtype == w.dtype else _cast_like(new, w.dtype))
         return ArrayRecord(out)
 
@@ -594,7 +628,8 @@ class EEGradStrategy(Strategy):
         n = np.arange(1.0, self.max_arms + 2.0)
         return {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
                 "D(1..N+1)": [float(x) for x in self.aggregation(n)],
-                "server_lr": self.server_lr, "weighted_by_key": self.weighted_by_key,
+                "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
+                "weighted_by_key": self.weighted_by_key,
                 "rule": "default" if sel is None else type(sel).__name__,
                 "rule parameters": None if sel is None else repr(sel.get_params()),
                 "privacy": repr(self.privacy), "secure_sums": self.secure_sums,
