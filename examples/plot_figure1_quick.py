@@ -7,9 +7,8 @@ realizations instead of 2000: EE-Grad's expected gap against every fixed mini-ba
 their closed form. ``eegrad reproduce figure1`` runs the full version.
 """
 
-from eegrad.config import load_preset
-from eegrad.experiment import run_study
 from eegrad.plots import plot_study
+from eegrad.studies import load_preset, run_study
 
 cfg = load_preset("figure1", {"realizations": 200, "T": [50, 200]})
 study = run_study(cfg)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eegrad.config import load_preset
-from eegrad.experiment import run_study
 from eegrad.results import write_table
+from eegrad.studies import load_preset, run_study
 
 HERE = Path(__file__).parent / "data" / "presets"
 

@@ -1,13 +1,8 @@
 import pytest
 
-from eegrad.config import (
-    ConfigError,
-    config_from_dict,
-    load_config,
-    load_preset,
-    preset_names,
-)
+from eegrad.config import ConfigError, preset_names
 from eegrad.experiment import build_arms, build_selector
+from eegrad.studies import config_from_dict, load_config, load_preset
 
 
 def test_presets_load_and_match_the_paper():

@@ -529,3 +529,39 @@ def test_a_subclass_without_its_own_kernel_chooses_by_its_own_index():
         arms.append(est.ask())
         est.tell(np.ones(2) * arms[-1])
     assert arms[6:] == [3] * 6  # after the 2N warm-up rounds: the last arm, its index
+
+
+def test_compiled_fit_and_choice_attach_from_the_engines_side(monkeypatch):
+    """The selectors import no engine (the layers contract of pyproject.toml, run by
+    lint-imports): importing eegrad.engines attaches the compiled refit and choice to the rules
+    with memory, and a compiled user's loop calls them — both, over two iterates."""
+    pytest.importorskip("numba")
+    from eegrad.engines.memory_glue import CompiledMemory
+    from eegrad.selectors.memory import MemoryRule
+
+    assert isinstance(MemoryRule.compiled, CompiledMemory)
+    calls = {"choose": 0, "refit_past": 0}
+
+    class Spy(CompiledMemory):
+        @staticmethod
+        def choose(rule, t):
+            calls["choose"] += 1
+            return CompiledMemory.choose(rule, t)
+
+        @staticmethod
+        def refit_past(rule):
+            calls["refit_past"] += 1
+            return CompiledMemory.refit_past(rule)
+
+    monkeypatch.setattr(MemoryRule, "compiled", Spy())
+    oracle = GaussianOracle(Quadratic(2), Arms([3.0, 1.0, 2.0]))
+    est = GradientEstimator(MemoryThompson(), oracle.arms, 12, dim=2, rng=0, engine="numba")
+    at = oracle.at(np.ones((1, 2)))
+    for iterate in range(2):
+        if iterate:
+            est.next_iterate()
+        while not est.done:
+            arm = est.ask()
+            est.tell(at.sample(np.array([arm - 1]), est.streams)[0])
+    assert calls["choose"] > 0
+    assert calls["refit_past"] > 0

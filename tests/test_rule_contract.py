@@ -13,9 +13,9 @@ from eegrad import (
     estimate_gradient,
     make_rule,
 )
-from eegrad.config import ConfigError, config_from_dict
+from eegrad.config import ConfigError
 from eegrad.engines.numba_engine import unsupported_reason
-from eegrad.experiment import build_selector, run_study
+from eegrad.experiment import build_selector
 from eegrad.selectors import (
     IndexSelector,
     all_rules,
@@ -23,6 +23,7 @@ from eegrad.selectors import (
     rule_info,
     unregister_rule,
 )
+from eegrad.studies import config_from_dict, run_study
 from eegrad.testing import RULE_CHECKS, check_public_paths, check_rule
 
 R, N, D = 3, 4, 2

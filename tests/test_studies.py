@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from eegrad.cli import main as cli
-from eegrad.config import ConfigError, config_from_dict, load_preset
+from eegrad.config import ConfigError
 from eegrad.pipeline import run_to_folder
 from eegrad.report import claims, report_from_results
 from eegrad.results import format_value
@@ -15,6 +15,8 @@ from eegrad.studies import (
     Study,
     StudyKind,
     all_studies,
+    config_from_dict,
+    load_preset,
     load_study,
     register_study,
     study_kind,

@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, command: str) -> int:
-    from .config import load_config, load_preset
     from .pipeline import run_to_folder
+    from .studies import load_config, load_preset
 
     if args.command == "sweep":
         from .sweep import load_sweep, run_sweep

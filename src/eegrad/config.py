@@ -1,8 +1,11 @@
 """Experiment configurations: typed, validated TOML (never evaluated as code).
 
-A configuration is a tree of frozen dataclasses. :func:`load_config` reads a TOML file and
-:func:`config_from_dict` validates a mapping: an unknown key or a value of the wrong type is a
-:class:`ConfigError` that names the key, the file and the expected type.
+A configuration is a tree of frozen dataclasses. :func:`build_config` turns a mapping into one
+(an unknown key or a value of the wrong type is a :class:`ConfigError` that names the key, the
+file and the expected type) and :func:`check_values` checks the keys every study shares. A
+study's own keys are checked by the study (:mod:`eegrad.studies`, which sits above this module):
+:func:`eegrad.studies.load_config` and :func:`eegrad.studies.config_from_dict` read a file or a
+mapping and run every check.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ __all__ = [
     "ObjectiveConfig",
     "ProfileConfig",
     "SelectorConfig",
-    "config_from_dict",
+    "build_config",
+    "check_values",
+    "config_data",
     "config_to_dict",
-    "load_config",
-    "load_preset",
     "preset_names",
+    "preset_path",
 ]
 
 
@@ -300,25 +304,12 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _check_study(name: Any, where: str) -> None:
-    from .studies import all_studies
-
-    names = [k.name for k in all_studies()]
-    if name not in names:
-        raise ConfigError(f"Key 'study' in {where} must be one of {', '.join(map(repr, names))}. "
-                          f"Got {name!r} instead.")  # fmt: skip
-
-
-def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
-    """Validate a mapping (e.g. parsed TOML) into an :class:`ExperimentConfig`.
-
-    Checks that involve several keys (feasible values, T >= 2N...) are made when the
-    experiment is built, with the same error type.
-    """
-    cfg = _build(ExperimentConfig, data, "", where)
-    _check_study(cfg.study, where)
-    _check_values(cfg, where)
-    return cfg
+def build_config(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
+    """A mapping (e.g. parsed TOML) as an :class:`ExperimentConfig`: every key known, every value
+    of its type (a :class:`ConfigError` naming the key, ``where`` and the type otherwise). The
+    values are checked by :func:`check_values` and the study's own check
+    (:func:`eegrad.studies.config_from_dict` runs them all)."""
+    return _build(ExperimentConfig, data, "", where)
 
 
 def need(ok: bool, key: str, where: str, rule: str, value: Any) -> None:
@@ -342,7 +333,8 @@ def check_profiles(cfg: ExperimentConfig, where: str) -> None:
              "a non-empty list of positive floats", p.sigma2)  # fmt: skip
 
 
-def _check_values(cfg: ExperimentConfig, where: str) -> None:
+def check_values(cfg: ExperimentConfig, where: str) -> None:
+    """The values of the keys every study shares (realizations, K, T, eta, seed, init_scale)."""
     need(cfg.realizations >= 1, "realizations", where, "an integer >= 1", cfg.realizations)
     need(cfg.K >= 1, "K", where, "an integer >= 1", cfg.K)
     need(len(cfg.T) >= 1 and all(t >= 1 for t in cfg.T), "T", where, "a non-empty list of T >= 1",
@@ -351,9 +343,6 @@ def _check_values(cfg: ExperimentConfig, where: str) -> None:
          cfg.eta)  # fmt: skip
     need(cfg.seed >= 0, "seed", where, "an integer >= 0", cfg.seed)
     need(cfg.init_scale > 0, "init_scale", where, "a float > 0", cfg.init_scale)
-    from .studies import study_kind
-
-    study_kind(cfg.study).check(cfg, where)  # the study's own keys
 
 
 def dimension(cfg: ExperimentConfig) -> int:
@@ -388,12 +377,13 @@ def read_toml(path: str | Path, what: str = "Configuration file") -> dict[str, A
         raise ConfigError(f"{what} {str(path)!r} is not valid TOML: {exc}") from exc
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
-    """Read and validate a TOML experiment file; ``overrides`` (dotted keys) replace entries."""
+def config_data(path: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A TOML experiment file as a mapping (``name`` defaults to the file's stem), with
+    ``overrides`` (dotted keys) applied; :func:`eegrad.studies.load_config` validates it."""
     path = Path(path)
     data = read_toml(path)
     data.setdefault("name", path.stem)
-    return config_from_dict(apply_overrides(data, overrides or {}), where=str(path))
+    return apply_overrides(data, overrides or {})
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -423,6 +413,3 @@ def preset_path(name: str) -> Path:
     return Path(str(resources.files("eegrad") / "presets" / f"{name}.toml"))
 
 
-def load_preset(name: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
-    """A shipped preset (e.g. ``"figure1"``), with optional dotted-key overrides."""
-    return load_config(preset_path(name), overrides)

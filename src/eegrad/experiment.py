@@ -1,8 +1,8 @@
-"""Experiments: build the model from a configuration and run a study into tidy tables.
+"""Experiments: build the model from a configuration.
 
-The studies themselves live in :mod:`eegrad.studies`, one module each; this module builds what
-they share (objective, arms, oracle, selectors, random streams) and runs one by name. Nothing
-here touches files or plots.
+The studies themselves live in :mod:`eegrad.studies`, one module each, above this one (which
+runs one by name: :func:`eegrad.studies.run_study`); this module builds what they share
+(objective, arms, oracle, selectors, random streams). Nothing here touches files or plots.
 
 Random streams: every piece of randomness comes from ``SeedSequence(seed, spawn_key=key)``
 with a key that names what it is for — the T (or η) index and a method's stable id — so a
@@ -13,7 +13,6 @@ which other methods run beside it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,10 +23,8 @@ from .costs import LinearAggregation, LogAggregation, PowerAggregation, PowerCos
 from .objectives import Objective, Quadratic, QuadraticForm
 from .oracle import MiniBatchOracle
 from .selectors import Selector, make_rule
-from .studies.base import Study
 
 __all__ = [
-    "Study",
     "build_arms",
     "build_objective",
     "build_oracle",
@@ -40,12 +37,8 @@ __all__ = [
     "method_id",
     "rule_name",
     "rules_list",
-    "run_study",
     "stream",
-    "study_work",
 ]
-
-Progress = Callable[[int], Any]
 
 def stream(seed: int, *key: int) -> np.random.Generator:
     """The generator for ``key`` under ``seed`` (``SeedSequence(seed, spawn_key=key)``)."""
@@ -140,21 +133,6 @@ def mean_se(x: np.ndarray) -> tuple[float, float]:
 def c_values(cfg: ExperimentConfig) -> list[float]:
     """The values of EE-Grad's c a theorem study compares: ``c_values``, else the selector's c."""
     return list(cfg.c_values) or [cfg.selector.value("c")]
-
-
-def study_work(cfg: ExperimentConfig) -> int:
-    """Units of work of a study (realization-rounds), for a progress bar."""
-    from .studies import study_kind
-
-    return study_kind(cfg.study).work(cfg)
-
-
-def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
-    """Run the study a configuration names (:mod:`eegrad.studies`); ``progress(units)`` is
-    called as work completes."""
-    from .studies import study_kind
-
-    return study_kind(cfg.study).run(cfg, progress or (lambda units: None))
 
 
 def initial_iterates(cfg: ExperimentConfig, d: int, *key: int) -> np.ndarray:

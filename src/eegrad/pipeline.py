@@ -14,8 +14,8 @@ except ImportError as exc:  # the 'cli' extra
     raise missing_extra(exc, "eegrad.pipeline (its progress bar)") from exc
 
 from .config import ExperimentConfig, config_to_dict
-from .experiment import Study, run_study, study_work
 from .results import environment, write_json, write_table
+from .studies import Study, run_study, study_work
 
 __all__ = ["run_to_folder"]
 

@@ -41,13 +41,12 @@ from .config import (
     ConfigError,
     ExperimentConfig,
     apply_overrides,
-    config_from_dict,
     config_to_dict,
     preset_path,
     read_toml,
 )
-from .experiment import run_study
 from .results import environment, write_json, write_table
+from .studies import config_from_dict, run_study
 
 __all__ = ["EXECUTORS", "Sweep", "load_sweep", "merge_rows", "run_sweep"]
 

@@ -8,6 +8,9 @@ import warnings
 from typing import Any
 
 from .._validation import fail
+from .memory_glue import attach
+
+attach()  # the rules with memory get their compiled fit and choice from this side
 
 __all__ = ["ENGINES", "EngineFallbackWarning", "check_engine", "numba_available", "resolve_engine"]
 

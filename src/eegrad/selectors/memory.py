@@ -135,6 +135,10 @@ class MemoryRule(Selector):
 
     keeps_memory = True
     kernel_method = "_kernel_rule"  # the family's kernel_spec asks each rule for its index
+    #: The compiled refit and choice (``refit_past(rule)``, ``choose(rule, t)``), attached from
+    #: the engines' side (:mod:`eegrad.engines.memory_glue`, when :mod:`eegrad.engines` is
+    #: imported): used where ``compiled_choice`` allows it. None: NumPy only.
+    compiled: Any = None
 
     def __init__(
         self,
@@ -283,7 +287,7 @@ class MemoryRule(Selector):
 
     def _refit_past(self) -> None:
         if self._compiled_here():
-            num, nu = self._refit_past_compiled()
+            num, nu = self.compiled.refit_past(self)
         else:
             for _ in range(self.iterations):
                 num, nu = self._past_terms()
@@ -304,22 +308,6 @@ class MemoryRule(Selector):
         self._cache_dof = self._frozen_dof + nu.sum(axis=1)
         self._cache_pulls = self._frozen_pulls + self._past_count.sum(axis=1)
 
-    def _refit_past_compiled(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sweeps of :meth:`_refit_past` in compiled code
-        (:func:`eegrad.engines.memory_kernels.refit_past`: the same operations in their order, so
-        the same σ²), without NumPy's per-call overhead: returns the past iterates' terms."""
-        from ..engines import memory_kernels as k
-
-        R, K, N = self._past_count.shape
-        num, nu = np.empty((R, K, N)), np.empty((R, K, N))
-        s2 = np.array(self.sigma2, dtype=np.float64)  # a fresh array, as sigma2_update's
-        k.refit_past(*map(np.ascontiguousarray, (self._past_count, self._past_where,
-                                                 self._past_sq)), s2,
-                     np.ascontiguousarray(self._frozen_num), np.ascontiguousarray(self._frozen_dof),
-                     self._shape[2], self.scalar, self.iterations, num, nu)  # fmt: skip
-        self.sigma2 = s2
-        return num, nu
-
     def _refit_current(self) -> tuple[np.ndarray, np.ndarray]:
         """One block sweep with the current iterate; returns (σ², ν) per arm."""
         st = self.stats
@@ -337,7 +325,7 @@ class MemoryRule(Selector):
         if self.iterate == 0 and t <= 2 * N:
             return np.full(R, (t - 1) % N, dtype=np.int64)
         if R == 1 and self._compiled_here():
-            return np.array([self._choose_compiled(t)], dtype=np.int64)
+            return np.array([self.compiled.choose(self, t)], dtype=np.int64)
         s2, nu = self._refit_current()
         return np.argmin(self.index(self.rounds_before + t, s2, nu), axis=1)
 
@@ -346,7 +334,7 @@ class MemoryRule(Selector):
         (:attr:`compiled_choice`, set only where Numba is installed) and the compiled code is
         this very class's (a subclass that changes the rule without its own :meth:`_kernel_rule`
         runs on NumPy, as on the engine)."""
-        return self.compiled_choice and has_kernel(type(self))
+        return self.compiled_choice and self.compiled is not None and has_kernel(type(self))
 
     def _kernel_rule(self) -> tuple[str, tuple[float, float], bool]:
         """The compiled index: its name, its numbers (loglog, horizon or -1) and whether it
@@ -364,34 +352,6 @@ class MemoryRule(Selector):
 
     def check_horizon(self, t: int, stacklevel: int = 2) -> None:
         """Warn when round t is past a horizon the rule was told; a rule told none never does."""
-
-    def _choose_compiled(self, t: int) -> int:
-        """The round's refit, index and argmin for one realization in compiled code
-        (:func:`eegrad.engines.memory_kernels.memory_choice`: the operations of
-        :meth:`_refit_current` and :meth:`index` in their order, so the same choice), without
-        NumPy's per-call overhead on arrays of N numbers — a user's loop (R = 1)."""
-        from ..engines import memory_kernels as k
-
-        N, d = self._shape[1], self._shape[2]
-        name, (loglog, horizon), _ = self._kernel_rule()
-        tg = self.rounds_before + t
-        self.check_horizon(tg, stacklevel=6)
-        st = self.stats
-        count = st.count[0].astype(np.float64)
-        if self._cur_gram is not None:
-            gram, where = True, self._cur_gram[0]
-        elif self.scalar and not count.any():  # no pull yet: any Gram matrix gives S = Q = 0
-            gram, where = True, np.zeros((N, N))
-        else:
-            gram, where = False, st.mean[0]
-        if self._scratch is None:
-            self._scratch = k.memory_scratch(N, d, self.scalar, 1)
-        sq_coord = self._no_coord if self.scalar else st.sq_coord[0]
-        gen = self._choice_generator()
-        return int(k.memory_choice(k.MEMORY_CODES[name], loglog, horizon, tg, d, self.scalar,
-                                   gram, count, where, st.sq_dev[0], sq_coord, self.sigma2[0],
-                                   self._cache_num[0], self._cache_dof[0], self._cache_pulls[0],
-                                   gen, 0, *self._scratch))  # fmt: skip
 
     def _choice_generator(self) -> np.random.Generator:
         """The generator the index draws from for one realization (a rule that draws nothing:

@@ -5,6 +5,11 @@ A study is one module of :mod:`eegrad.studies` that registers a :class:`StudyKin
 how sweeps merge it, its figure and its report paragraph. The CLI, the pipeline, the sweeps and
 the report read this registry; a new study is one module plus its preset.
 
+A configuration names its study, so reading one is done here, above :mod:`eegrad.config`:
+:func:`config_from_dict` and :func:`load_config` build the configuration, check the keys every
+study shares and then the study's own (its :attr:`StudyKind.check`); :func:`run_study` and
+:func:`study_work` dispatch to the study a configuration names.
+
 A finished :class:`Study` is its configuration and its tables. :func:`load_study` rebuilds one
 from a results folder (``metadata.json`` and the CSVs), so that a figure or a report can be
 remade from results alone.
@@ -21,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError, ExperimentConfig, check_arms_table, config_from_dict
+from ..config import (
+    ConfigError,
+    ExperimentConfig,
+    build_config,
+    check_arms_table,
+    check_values,
+    config_data,
+    preset_path,
+)
 
 __all__ = [
     "MergeSpec",
@@ -29,10 +42,15 @@ __all__ = [
     "Study",
     "StudyKind",
     "all_studies",
+    "config_from_dict",
+    "load_config",
+    "load_preset",
     "load_study",
     "ratio_se",
     "register_study",
+    "run_study",
     "study_kind",
+    "study_work",
     "unregister_study",
 ]
 
@@ -186,6 +204,45 @@ def study_kind(name: str) -> StudyKind:
             return kind
     raise ConfigError(f"Unknown study {name!r}. Expected one of: "
                       f"{', '.join(k.name for k in _STUDIES.values())}.")  # fmt: skip
+
+
+def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
+    """Validate a mapping (e.g. parsed TOML) into an :class:`~eegrad.config.ExperimentConfig`:
+    its keys and types (:func:`eegrad.config.build_config`), its ``study`` (a registered one),
+    the keys every study shares (:func:`eegrad.config.check_values`) and the study's own keys
+    (its :attr:`StudyKind.check`).
+
+    Checks that involve several keys (feasible values, T >= 2N...) are made when the
+    experiment is built, with the same error type.
+    """
+    cfg = build_config(data, where)
+    names = [k.name for k in all_studies()]
+    if cfg.study not in names:
+        raise ConfigError(f"Key 'study' in {where} must be one of {', '.join(map(repr, names))}. "
+                          f"Got {cfg.study!r} instead.")  # fmt: skip
+    check_values(cfg, where)
+    study_kind(cfg.study).check(cfg, where)  # the study's own keys
+    return cfg
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """Read and validate a TOML experiment file; ``overrides`` (dotted keys) replace entries."""
+    return config_from_dict(config_data(path, overrides), where=str(Path(path)))
+
+
+def load_preset(name: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """A shipped preset (e.g. ``"figure1"``), with optional dotted-key overrides."""
+    return load_config(preset_path(name), overrides)
+
+
+def study_work(cfg: ExperimentConfig) -> int:
+    """Units of work of a study (realization-rounds), for a progress bar."""
+    return study_kind(cfg.study).work(cfg)
+
+
+def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
+    """Run the study a configuration names; ``progress(units)`` is called as work completes."""
+    return study_kind(cfg.study).run(cfg, progress or (lambda units: None))
 
 
 def _cell(text: str) -> Any:
