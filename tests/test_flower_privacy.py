@@ -143,6 +143,11 @@ def test_flowers_fixed_n_wrappers_are_refused():
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"noise_multiplier": 0.0}, "noise_multiplier"), ({"clipping_norm": -1.0}, "clipping_norm"),
     ({"delta": 1.0}, "delta"), ({"delta": 0.0}, "delta"), ({"max_epsilon": 0.0}, "max_epsilon"),
+    ({"noise_multiplier": "big"}, "noise_multiplier"),
+    ({"noise_multiplier": "auto"}, "noise_multiplier"),  # without max_epsilon and rounds
+    ({"noise_multiplier": "auto", "max_epsilon": 8.0}, "noise_multiplier"),  # without rounds
+    ({"noise_multiplier": "auto", "max_epsilon": 8.0, "rounds": 0}, "rounds"),
+    ({"rounds": 10}, "rounds"),  # rounds only with "auto"
 ])  # fmt: skip
 def test_bad_privacy_settings_are_named(kwargs, name):
     args = {"noise_multiplier": 1.0, "clipping_norm": 1.0, "delta": 1e-5} | kwargs
@@ -162,3 +167,35 @@ def test_a_non_finite_update_under_dp_is_named():
     with pytest.raises(NonFiniteGradientError, match=r"node \d+ at server round 1 .*NaN"):
         strategy.start(grid=LocalGrid(_echo_app(bad), K),
                        initial_arrays=ArrayRecord({"w": Array(np.zeros(3))}), num_rounds=1)  # fmt: skip
+
+
+def test_auto_noise_spends_the_budget_over_the_planned_rounds_at_every_n():
+    """noise_multiplier="auto": each n's z_n makes R rounds of n spend max_epsilon (to the
+    bisection's relative 1e-3 on z: a z 0.1% smaller spends more than the target), checked with
+    dp-accounting directly; z_n grows with n; the records' noise_std is z_n C/n and the rule is
+    told d (z_n C/n)² for every arm."""
+    from dp_accounting import dp_event, rdp
+    from dp_accounting.privacy_accountant import NeighboringRelation
+
+    R, eps = 30, 6.0
+    dp = CentralDP("auto", 2.0, 1e-5, max_epsilon=eps, rounds=R)
+    z = dp.multipliers(4, K)
+
+    def epsilon(zn, n):
+        acc = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+        acc.compose(dp_event.SampledWithoutReplacementDpEvent(K, n, dp_event.GaussianDpEvent(zn)),
+                    R)  # fmt: skip
+        return acc.get_epsilon(1e-5)
+
+    for n in range(1, 5):
+        assert epsilon(z[n - 1], n) <= eps
+        assert epsilon(z[n - 1] * (1 - 1e-3), n) > eps
+    assert np.all(np.diff(z) > 0)
+    strategy = _strategy(privacy=dp)
+    _start(strategy, LocalGrid(_app(), K, seed=2), 6)
+    zN = dp.multipliers(strategy.N, K)
+    for rec in strategy.records:
+        assert rec["noise_std"] == pytest.approx(zN[rec["arm"] - 1] * 2.0 / rec["arm"], rel=1e-12)
+    n = np.arange(1, strategy.N + 1)
+    np.testing.assert_allclose(strategy.selector.release_noise, 4 * (zN * 2.0 / n) ** 2)
+    assert strategy.records[-1]["epsilon"] <= eps

@@ -140,8 +140,8 @@ def check_split(split: Any) -> str:
     raise fail("split", "eegrad.examples.flower", rule, split)
 
 
-def _split(y: np.ndarray, split: str, rng: np.random.Generator) -> list[np.ndarray]:
-    K = K_CLIENTS
+def _split(y: np.ndarray, split: str, rng: np.random.Generator,
+           K: int = K_CLIENTS) -> list[np.ndarray]:  # fmt: skip
     if split == "shards":  # two label shards per client (McMahan et al.)
         order = np.argsort(y + rng.random(y.size) * 0.5, kind="stable")
         shards = np.array_split(order, 2 * K)

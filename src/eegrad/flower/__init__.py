@@ -22,7 +22,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums
 from .grid import LocalGrid
-from .privacy import CentralDP, PrivacyBudgetExhausted
+from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon_spent
 from .strategy import ClientUpdateError, EEGradStrategy
 from .torch_client import budgeted_torch_train
 
@@ -36,5 +36,7 @@ __all__ = [
     "WallClock",
     "budgeted_torch_train",
     "budgeted_train",
+    "calibrate_noise",
+    "epsilon_spent",
     "with_spread_sums",
 ]

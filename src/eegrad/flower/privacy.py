@@ -38,13 +38,15 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from .._validation import InvalidParameterError, check_real
+from .._validation import InvalidParameterError, check_integer, check_real, fail
 
-__all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "refuse_fixed_n_wrappers"]
+__all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "calibrate_noise",
+           "epsilon_spent", "refuse_fixed_n_wrappers"]
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
 SPREAD_SCALE = 0.5
@@ -61,28 +63,63 @@ class CentralDP:
 
     Parameters
     ----------
-    noise_multiplier : float
-        z > 0: the noise on the round's mean has standard deviation zC/n.
+    noise_multiplier : float or "auto"
+        z > 0: the noise on the round's mean has standard deviation zC/n. ``"auto"`` (with
+        ``max_epsilon`` and ``rounds``): a multiplier :math:`z_n` per client count, calibrated
+        (:func:`calibrate_noise`) so that ``rounds`` rounds of n of the K nodes spend exactly
+        ``max_epsilon`` — every n then costs the same privacy per round, and the rule's choice
+        of n weighs only the variance of the round's mean, the release's
+        :math:`d(z_nC/n)^2` included. (A run that mixes client counts can spend its ε a little
+        faster than any single n, by the convexity of RDP; ``max_epsilon`` still ends it before
+        the round that would exceed it.)
     clipping_norm : float
         C > 0, the bound on each client's contribution.
     delta : float
         δ in (0, 1), at which the cumulative ε is reported.
     max_epsilon : float, optional
         A limit on the cumulative ε, > 0: a round whose release would exceed it is not run.
+    rounds : int, optional
+        R >= 1, the rounds planned, for ``noise_multiplier="auto"`` (required by it, refused
+        without it).
     """
 
-    noise_multiplier: float
+    noise_multiplier: float | str
     clipping_norm: float
     delta: float
     max_epsilon: float | None = None
+    rounds: int | None = None
 
     def __post_init__(self) -> None:
         owner = "CentralDP"
-        check_real(self.noise_multiplier, "noise_multiplier", owner, gt=0)
+        if isinstance(self.noise_multiplier, str):
+            if self.noise_multiplier != "auto":
+                raise fail("noise_multiplier", owner, "a float > 0 or 'auto'",
+                           self.noise_multiplier)  # fmt: skip
+            if self.max_epsilon is None or self.rounds is None:
+                raise fail("noise_multiplier", owner, "a float > 0 unless max_epsilon and "
+                           "rounds are both given ('auto' spends max_epsilon over rounds)",
+                           self.noise_multiplier)  # fmt: skip
+        else:
+            check_real(self.noise_multiplier, "noise_multiplier", owner, gt=0)
         check_real(self.clipping_norm, "clipping_norm", owner, gt=0)
         check_real(self.delta, "delta", owner, gt=0, lt=1)
         if self.max_epsilon is not None:
             check_real(self.max_epsilon, "max_epsilon", owner, gt=0)
+        if self.rounds is not None:
+            check_integer(self.rounds, "rounds", owner, ge=1)
+            if self.noise_multiplier != "auto":
+                raise fail("rounds", owner, "None unless noise_multiplier='auto'", self.rounds)
+
+    def multipliers(self, N: int, population: int) -> np.ndarray:
+        """z of every client count n = 1..N of ``population`` nodes, shape (N,): the given z,
+        or with ``"auto"`` each :func:`calibrate_noise` (n, rounds, max_epsilon)."""
+        if self.noise_multiplier != "auto":
+            return np.full(N, float(self.noise_multiplier))
+        z = np.empty(N)
+        for n in range(1, N + 1):
+            z[n - 1] = calibrate_noise(n, self.rounds, self.max_epsilon, self.delta, population,
+                                       start=z[n - 2] if n > 1 else None)  # fmt: skip
+        return z
 
     @property
     def update_clip(self) -> float:
@@ -92,9 +129,19 @@ class CentralDP:
         r2 = (math.sqrt(1.0 + 4.0 * a2) - 1.0) / (2.0 * a2)
         return math.sqrt(r2) * self.clipping_norm
 
-    def noise_std(self, n: int | np.ndarray) -> Any:
-        """zC/n, the standard deviation of the noise on the mean of a round of n clients."""
-        return self.noise_multiplier * self.clipping_norm / np.asarray(n, dtype=np.float64)
+    def noise_std(self, n: int | np.ndarray, z: Any = None) -> Any:
+        """zC/n, the standard deviation of the noise on the mean of a round of n clients (``z``:
+        the round's multiplier, by default ``noise_multiplier``)."""
+        z = self._z(z)
+        return z * self.clipping_norm / np.asarray(n, dtype=np.float64)
+
+    def _z(self, z: Any) -> Any:
+        if z is None:
+            if self.noise_multiplier == "auto":
+                raise InvalidParameterError("CentralDP('auto', ...): the multiplier depends on "
+                                            "n; pass z from multipliers(N, population).")  # fmt: skip
+            return float(self.noise_multiplier)
+        return z
 
     def accountant(self, population: int) -> Any:
         """Flower's RDP accountant for this release: sampling without replacement from
@@ -112,12 +159,46 @@ class CentralDP:
             sampling_method=SamplingMethod.WITHOUT_REPLACEMENT,
             max_epsilon=self.max_epsilon))  # fmt: skip
 
-    def event(self, n: int, population: int) -> Any:
-        """The round's ``GaussianPrivacyEvent(z, n, K)``."""
+    def event(self, n: int, population: int, z: float | None = None) -> Any:
+        """The round's ``GaussianPrivacyEvent(z, n, K)`` (``z``: as :meth:`noise_std`)."""
         from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
 
-        return GaussianPrivacyEvent(noise_multiplier=self.noise_multiplier, sample_size=int(n),
+        return GaussianPrivacyEvent(noise_multiplier=float(self._z(z)), sample_size=int(n),
                                     population_size=int(population))  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int) -> float:
+    """ε at ``delta`` after ``rounds`` releases of n of ``population`` nodes with noise
+    multiplier z (Flower's RDP accountant, as :class:`CentralDP` composes them; cached)."""
+    acc = CentralDP(z, 1.0, delta).accountant(population)
+    acc.compose(CentralDP(z, 1.0, delta).event(n, population), rounds)
+    return float(acc.get_epsilon(delta))
+
+
+def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, population: int, *,
+                    start: float | None = None, rtol: float = 1e-3) -> float:  # fmt: skip
+    """The noise multiplier z with which ``rounds`` releases of n of ``population`` nodes
+    (sampled without replacement, replace-one neighbours: Flower's RDP accountant, as
+    :class:`CentralDP` composes them) spend ``epsilon`` at ``delta``: the least z, to a relative
+    ``rtol``, whose ε is at most ``epsilon`` (bisection; ε falls as z grows). ``start``: a
+    guess (e.g. the z of n − 1, which is smaller)."""
+    owner = "calibrate_noise"
+    check_integer(n, "n", owner, ge=1)
+    check_integer(rounds, "rounds", owner, ge=1)
+    check_real(epsilon, "epsilon", owner, gt=0)
+    check_integer(population, "population", owner, ge=n)
+    lo = hi = float(start) if start is not None else 1.0
+    while epsilon_spent(hi, n, rounds, delta, population) > epsilon:
+        lo, hi = hi, hi * 2.0
+    if lo == hi:
+        lo = hi / 2.0
+        while lo > 1e-3 and epsilon_spent(lo, n, rounds, delta, population) <= epsilon:
+            lo, hi = lo / 2.0, lo
+    while hi - lo > rtol * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if epsilon_spent(mid, n, rounds, delta, population) > epsilon else (lo, mid)
+    return hi
 
 
 def _fixed_n_wrappers() -> tuple[type, ...]:

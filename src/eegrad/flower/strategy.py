@@ -270,6 +270,7 @@ class EEGradStrategy(Strategy):
             raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
                        "clips each update on the server, which sums alone do not allow)", True)
         self._accountant: Any = None  # Flower's RDP accountant, made when K is known
+        self._z: np.ndarray | None = None  # each n's noise multiplier, set when K is known
         # Children 0 and 1 are those of spawn(2): adding the noise stream changes nothing else.
         self._selector_rng, self._sampling_rng, self._noise_rng = as_generator(rng, owner).spawn(3)
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
@@ -297,10 +298,11 @@ class EEGradStrategy(Strategy):
         self._num_nodes = num_nodes
         self.N = min(self.max_arms, num_nodes)
         sel = self.selector
-        # A private release adds d (zC/n)² to arm n's variance, known exactly.
-        noise = None if self.privacy is None else \
-            dim * self.privacy.noise_std(np.arange(1, self.N + 1)) ** 2  # fmt: skip
+        # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
+        noise = None
         if self.privacy is not None:
+            self._z = self.privacy.multipliers(self.N, num_nodes)
+            noise = dim * self._noise_std(np.arange(1, self.N + 1)) ** 2
             self._accountant = self.privacy.accountant(num_nodes)
             if isinstance(sel, SpreadThompson) and sel.release_noise is None:
                 sel.release_noise = noise
@@ -470,7 +472,7 @@ class EEGradStrategy(Strategy):
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
         if self.privacy is not None:
-            row["noise_std"] = float(self.privacy.noise_std(n)) if replied else ""
+            row["noise_std"] = float(self._noise_std(n)) if replied else ""
             row["epsilon"] = self._epsilon()
         self.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
@@ -527,6 +529,10 @@ class EEGradStrategy(Strategy):
         return costs, sums
 
     # -- privacy ---------------------------------------------------------------------------------
+    def _noise_std(self, n: Any) -> Any:
+        """z_n C/n, the SD of the noise on the mean of a round of n clients."""
+        return self.privacy.noise_std(n, self._z[np.asarray(n) - 1])
+
     def _epsilon(self) -> float:
         """The cumulative ε at δ of the releases so far (0 before the first)."""
         acc = self._accountant
@@ -541,7 +547,7 @@ class EEGradStrategy(Strategy):
         dp = self.privacy
         before = self._accountant.state_dict() if dp.max_epsilon is not None else None
         spent = self._epsilon()
-        self._accountant.compose(dp.event(n, self._num_nodes))
+        self._accountant.compose(dp.event(n, self._num_nodes, float(self._z[n - 1])))
         if before is not None and self._epsilon() > dp.max_epsilon:
             projected = self._epsilon()
             self._accountant.load_state_dict(before)
@@ -580,7 +586,7 @@ class EEGradStrategy(Strategy):
         on every coordinate and on the spread coordinate; compose its event; tell the rule the
         released mean and the pair sum estimated from the release alone."""
         dp = self.privacy
-        sd_sum = dp.noise_multiplier * dp.clipping_norm  # on the sum; zC/n on the mean
+        sd_sum = float(self._z[n - 1]) * dp.clipping_norm  # on the sum; zC/n on the mean
         replied = pull.count
         released = pull.mean()
         released = released if isinstance(released, list) else [released]
