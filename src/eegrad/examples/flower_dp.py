@@ -41,7 +41,7 @@ from ..arms import feasible_arms, per_client_spend
 from ..results import environment, write_json, write_table
 from .flower import AGGREGATION, BUDGET, CLIENT_LR, _load, _method_id, _split, softmax_loss_grad
 
-__all__ = ["COLUMNS", "main", "multipliers", "run"]
+__all__ = ["COLUMNS", "main", "run", "summarise"]
 
 COLUMNS = ("method", "seed", "step", "cost", "objective_gap", "clients", "noise_std", "epsilon")
 K_CLIENTS = 200
@@ -71,15 +71,6 @@ def federation(seed: int) -> dict[str, Any]:
     N = min(feasible_arms(c_min, AGGREGATION, BUDGET)[0], K_CLIENTS)
     return {"X": Xtr, "y": ytr, "clients": clients, "overhead": overhead, "speed": speed,
             "f_star": float(res.fun), "c_min": c_min, "N": N}  # fmt: skip
-
-
-def multipliers(seed: int, rounds: int, target: float) -> np.ndarray:
-    """z_n of every n = 1..N of the seed's federation: R rounds of n spend ``target``
-    (:meth:`eegrad.flower.CentralDP.multipliers`, as the default's ``"auto"``)."""
-    from ..flower import CentralDP
-
-    dp = CentralDP("auto", CLIP, DELTA, max_epsilon=target, rounds=rounds)
-    return dp.multipliers(federation(seed)["N"], K_CLIENTS)
 
 
 def client_app() -> Any:
@@ -122,7 +113,7 @@ def run_one(method: str, seed: int, rounds: int, target: float) -> list[dict[str
     from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
 
     from ..flower import CentralDP, EEGradStrategy, LocalGrid
-    from ..flower.privacy import epsilon_spent
+    from ..flower.privacy import calibrate_noise, epsilon_spent
 
     fed = federation(seed)
     rows: list[dict[str, Any]] = []
@@ -140,7 +131,7 @@ def run_one(method: str, seed: int, rounds: int, target: float) -> list[dict[str
     config = {"data-seed": seed, "method-id": _method_id(method)}
     if method.startswith("dp-fedavg-"):
         n = int(method.rsplit("-", 1)[1])
-        z = float(multipliers(seed, rounds, target)[n - 1])
+        z = calibrate_noise(n, rounds, target, DELTA, K_CLIENTS)  # as CentralDP("auto"), to 0.1%
         import random
 
         random.seed(seed * 1_000_003 + n)  # FedAvg samples with Python's random module
