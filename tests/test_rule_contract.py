@@ -173,3 +173,42 @@ def test_a_toy_rule_is_one_module(toy_rule):
     with pytest.raises(ConfigError, match="'scale' parameter must be > 0"):
         config_from_dict({**data, "selector": {"rule": "toy_smallest_mean_norm", "scale": -1.0}})
     check_rule(toy_rule.cls(scale=2.0))
+
+
+TOY_RULE_MODULE = '''
+"""A toy rule: always the largest arm (one module, found by discovery)."""
+import numpy as np
+
+from eegrad.selectors.base import Selector
+from eegrad.selectors.registry import register_rule
+
+
+@register_rule("toy_largest_found", label="largest arm (toy)")
+class ToyLargest(Selector):
+    def _select(self, t):
+        R, N, _ = self._shape
+        return np.full(R, N - 1, dtype=np.int64)
+'''
+
+
+def test_a_rule_module_placed_in_the_package_is_found(tmp_path, monkeypatch):
+    """Registration by discovery: a module in the selectors package (a folder added to its
+    path) is found by the registry on its first use, with no import to add, and passes the
+    common checks."""
+    import sys
+
+    import eegrad.selectors
+    from eegrad.selectors import registry
+
+    (tmp_path / "toy_largest_rule.py").write_text(TOY_RULE_MODULE)
+    monkeypatch.setattr(eegrad.selectors, "__path__", [*eegrad.selectors.__path__, str(tmp_path)])
+    monkeypatch.setattr(registry, "_DISCOVERED", False)
+    try:
+        info = registry.rule_info("toy_largest_found")
+        assert info.cls.__name__ == "ToyLargest"
+        rule = registry.make_rule("toy_largest_found")
+        rule.init(1, 4, 2)
+        assert rule.ask(1).tolist() == [3]
+    finally:
+        registry.unregister_rule("toy_largest_found")
+        sys.modules.pop("eegrad.selectors.toy_largest_rule", None)

@@ -23,19 +23,21 @@ from eegrad.studies import (
     unregister_study,
 )
 
-#: Small versions of the presets (as tests/preset_references.py).
-SMALL = {
-    "figure1": {"realizations": 8, "T": [50]},
-    "theorem1": {"realizations": 8, "T": [10, 100]},
-    "theorem2": {"realizations": 50, "eta": [0.2, 0.85]},
-    "rules": {"realizations": 4, "T": [50, 200, 500, 1000]},
-    "memory": {"realizations": 8, "T": [50], "K": 2},
-}
+#: Small versions of the presets (each study's own ``small``; as tests/preset_references.py).
+SMALL = {kind.preset: kind.small for kind in all_studies()}
 
 
 def test_every_study_is_registered_with_its_preset():
-    assert [k.preset for k in all_studies()] == list(SMALL)
+    """The package's studies are found by walking the package (no list to edit), in the
+    report's order, each with its preset, a quick configuration and a summary for the help."""
+    assert [k.preset for k in all_studies()] == ["figure1", "theorem1", "theorem2", "rules",
+                                                 "memory"]  # fmt: skip
+    from eegrad.cli import reproduce_help
+
+    help_text = reproduce_help()
     for kind in all_studies():
+        assert kind.small
+        assert f"{kind.preset}: {kind.summary}" in help_text
         assert study_kind(kind.preset) is kind
         assert load_preset(kind.preset).study == kind.name
     with pytest.raises(ConfigError, match="Key 'study' in t.toml must be one of"):
@@ -118,3 +120,50 @@ def test_a_toy_study_is_one_module(toy_study, tmp_path):
     assert load_study(tmp_path / "toy").rows == study.rows
     sections = report_from_results(tmp_path)
     assert [s.paragraphs for s in sections] == [["2 rows"]]
+
+
+TOY_STUDY_MODULE = '''
+"""A toy study: the mean of R standard normals per T (one module, found by discovery)."""
+import numpy as np
+
+from eegrad.studies.base import Section, Study, StudyKind, register_study
+
+
+def run(cfg, tick):
+    study = Study(cfg, ("T", "mean"))
+    for T in cfg.T:
+        x = np.random.default_rng([cfg.seed, T]).standard_normal(cfg.realizations)
+        study.rows.append({"T": T, "mean": float(x.mean())})
+        tick(cfg.realizations)
+    return study
+
+
+KIND = register_study(StudyKind(
+    name="toy_found", preset="toy_found", columns=("T", "mean"), run=run,
+    work=lambda cfg: cfg.realizations * len(cfg.T), plot=lambda study: None,
+    section=lambda study, image: Section("Toy", [], image), summary="a toy.",
+    small={"realizations": 3},
+))
+'''
+
+
+def test_a_study_module_placed_in_the_package_is_found(tmp_path, monkeypatch):
+    """Registration by discovery: a module in the studies package (here a folder added to its
+    path) is found by the registry with no list to edit, runs, and sorts after the package's
+    own studies (default rank)."""
+    import sys
+
+    import eegrad.studies
+    from eegrad.studies import run_study
+
+    (tmp_path / "toy_found_study.py").write_text(TOY_STUDY_MODULE)
+    monkeypatch.setattr(eegrad.studies, "__path__", [*eegrad.studies.__path__, str(tmp_path)])
+    try:
+        kinds = all_studies()
+        assert kinds[-1].name == "toy_found"
+        cfg = config_from_dict({"study": "toy_found", "name": "t", "T": [5, 7],
+                                "realizations": 4, "arms": {"sigma2": [1.0]}})  # fmt: skip
+        assert [r["T"] for r in run_study(cfg).rows] == [5, 7]
+    finally:
+        unregister_study("toy_found")
+        sys.modules.pop("eegrad.studies.toy_found_study", None)

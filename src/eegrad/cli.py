@@ -13,11 +13,23 @@ from ._extras import require_cli
 from ._validation import InvalidParameterError
 
 
-def _reproducible() -> tuple[str, ...]:
-    """The presets ``eegrad reproduce`` runs: one per registered study."""
+def _studies() -> tuple[Any, ...]:
+    """The registered studies (their presets, summaries and order: the help derives from them)."""
     from .studies import all_studies
 
-    return tuple(kind.preset for kind in all_studies())
+    return all_studies()
+
+
+def reproduce_help() -> str:
+    """``eegrad reproduce``'s description: each registered study's preset and summary."""
+    studies = _studies()
+    return (" ".join(f"{kind.preset}: {kind.summary}" for kind in studies)
+            + f" all: the {len(studies)}, plus report.md and report.html. " + DEFAULTS_HELP)
+
+
+def _reproducible() -> tuple[str, ...]:
+    """The presets ``eegrad reproduce`` runs: one per registered study."""
+    return tuple(kind.preset for kind in _studies())
 
 DEFAULTS_HELP = (
     "The paper does not state alpha, beta, P or c. Defaults: alpha = 2.5, beta = max sigma_n^2 "
@@ -127,19 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce",
         help="reproduce the paper's Figure 1 and theorems",
-        description=(
-            "figure1: the paper's Section 6 (d = 2, F = w'w/2, M(w) = diag(w^2), Gaussian "
-            "noise, sigma^2 = (50, 26, 16.7) at T = 50 scaled by T/50, T = 50, 200, 3000, "
-            "K = 5, eta = 0.85, R = 2000, w_1 ~ N(0, I)); writes figure1.png/.pdf, "
-            "figure1.csv (T,method,k,gap_mean,gap_se,realizations) and metadata.json. "
-            "theorem1: E||G - grad F||^2 / S against sigma*^2/T and Z_T for T from 10 to 1e4. "
-            "theorem2: one-step contraction against tau(eta) over a grid of step sizes. "
-            "rules: normalised regret of every selection rule on three arm profiles, T from 50 "
-            "to 20000, against the Lai-Robbins asymptote. "
-            "memory: rules with memory across iterates against per-iterate rules, final gap "
-            "relative to the optimal oracle in the Figure 1 setting. "
-            "all: the five, plus report.md and report.html. " + DEFAULTS_HELP
-        ),
+        description=reproduce_help(),
     )
     rep.add_argument("target", choices=(*_reproducible(), "all"), help="what to reproduce")
     _add_common(rep)

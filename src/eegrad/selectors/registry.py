@@ -9,7 +9,10 @@ A rule registers itself where it is defined::
 and is then known everywhere: ``{rule = "kl_lcb", loglog = 0.5}`` in a configuration file (its
 parameters checked by the class's own constructor), ``--rule kl_lcb`` or ``--rule KLLCB`` on the
 command line, its label in figures, whether the compiled engine runs it, and the common tests
-that every registered rule passes (``tests/test_rule_contract.py``). A new rule is one module.
+that every registered rule passes (``tests/test_rule_contract.py``). A new rule is one module:
+the registry imports every module of :mod:`eegrad.selectors` on its first use, so a module placed
+in the package is found without a list to edit (its class is exported under
+``eegrad.selectors.<module>``; add it to the package's ``__all__`` to export it at the top).
 """
 
 from __future__ import annotations
@@ -74,6 +77,21 @@ class RuleInfo:
 
 
 _RULES: dict[str, RuleInfo] = {}
+_DISCOVERED = False
+
+
+def _discover() -> dict[str, RuleInfo]:
+    """The registry, after every module of the selectors package has been imported once."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        import importlib
+        import pkgutil
+        import sys
+
+        _DISCOVERED = True
+        for info in pkgutil.iter_modules(sys.modules[__package__].__path__):
+            importlib.import_module(f"{__package__}.{info.name}")
+    return _RULES
 
 
 def register_rule(name: str, *, label: str,
@@ -104,17 +122,17 @@ def unregister_rule(name: str) -> None:
 
 def all_rules() -> tuple[RuleInfo, ...]:
     """Every registered rule, in registration order."""
-    return tuple(_RULES.values())
+    return tuple(_discover().values())
 
 
 def rule_names() -> tuple[str, ...]:
     """The registered rules' names."""
-    return tuple(_RULES)
+    return tuple(_discover())
 
 
 def rule_info(rule: str | type) -> RuleInfo:
     """The registry entry of a rule, by name, class name (``"MemoryKLLCB"``) or class."""
-    for info in _RULES.values():
+    for info in _discover().values():
         if rule in (info.name, info.cls, info.cls.__name__):
             return info
     known = ", ".join(f"{i.name} ({i.cls.__name__})" for i in _RULES.values())

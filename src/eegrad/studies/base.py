@@ -153,6 +153,14 @@ class StudyKind:
     options : callable
         ``options(overrides) -> overrides``: how ``eegrad reproduce``'s options (dotted keys:
         ``selector.c``, ``rules``, ...) apply to the study; default: all but ``--rule`` overlays.
+    summary : str
+        What the study shows and writes, for ``eegrad reproduce --help``.
+    small : dict
+        Overrides (dotted keys) that make a quick run of its preset, for the tests and smoke
+        runs (each study is run on them by the test suite).
+    rank : float
+        Its place in listings and in the report (smaller first; ties in registration order);
+        default: after the package's own.
     """
 
     name: str
@@ -166,18 +174,23 @@ class StudyKind:
     merge: MergeSpec | None = None
     check: Callable[[ExperimentConfig, str], None] = check_arms_table
     options: Callable[[dict[str, Any]], dict[str, Any]] = without_overlays
+    summary: str = ""
+    small: dict[str, Any] = field(default_factory=dict)
+    rank: float = math.inf
 
 
 _STUDIES: dict[str, StudyKind] = {}
-#: The package's own studies, imported (and so registered) on the registry's first use.
-BUILTIN = ("sgd", "theorem1", "theorem2", "rules", "memory")
 
 
 def _builtin() -> dict[str, StudyKind]:
+    """The registry, after every module of this package is imported (each study module
+    registers itself): a study placed in the package is found, with no list to edit."""
     import importlib
+    import pkgutil
+    import sys
 
-    for name in BUILTIN:
-        importlib.import_module(f"{__package__}.{name}")
+    for info in pkgutil.iter_modules(sys.modules[__package__].__path__):
+        importlib.import_module(f"{__package__}.{info.name}")
     return _STUDIES
 
 
@@ -193,8 +206,9 @@ def unregister_study(name: str) -> None:
 
 
 def all_studies() -> tuple[StudyKind, ...]:
-    """Every registered study, in registration order."""
-    return tuple(_builtin().values())
+    """Every registered study, by :attr:`StudyKind.rank`, then in registration order."""
+    kinds = list(_builtin().values())
+    return tuple(sorted(kinds, key=lambda k: k.rank))  # stable: ties keep registration order
 
 
 def study_kind(name: str) -> StudyKind:
@@ -203,7 +217,7 @@ def study_kind(name: str) -> StudyKind:
         if name in (kind.name, kind.preset):
             return kind
     raise ConfigError(f"Unknown study {name!r}. Expected one of: "
-                      f"{', '.join(k.name for k in _STUDIES.values())}.")  # fmt: skip
+                      f"{', '.join(k.name for k in all_studies())}.")  # fmt: skip
 
 
 def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:

@@ -227,4 +227,7 @@ def work(cfg: ExperimentConfig) -> int:
 KIND = register_study(StudyKind(
     name="memory", preset="memory", columns=MEMORY_COLUMNS, run=run, work=work, plot=plot,
     section=section, check=check_profiles, options=own_rules_options,
+    summary=("rules with memory across iterates against per-iterate rules, final gap relative to "
+            "the optimal oracle in the Figure 1 setting."),
+    small={"realizations": 8, "T": [50], "K": 2}, rank=5,
 ))  # fmt: skip

@@ -182,4 +182,7 @@ KIND = register_study(StudyKind(
     name="rules", preset="rules", columns=RULES_COLUMNS, run=run, work=work, plot=plot,
     section=section, check=check_profiles, options=own_rules_options,
     merge=(("profile", "T", "method"), (("regret", "regret_se"),), ("lock_in", "lai_robbins")),
+    summary=("normalised regret of every selection rule on three arm profiles, T from 50 to "
+            "20000, against the Lai-Robbins asymptote."),
+    small={"realizations": 4, "T": [50, 200, 500, 1000]}, rank=4,
 ))  # fmt: skip

@@ -198,4 +198,9 @@ KIND = register_study(StudyKind(
     name="sgd", preset="figure1", columns=SGD_COLUMNS, run=run, work=work, plot=plot,
     section=section, check=check, derive=derive, options=dict,
     merge=(("T", "method", "k"), (("gap_mean", "gap_se"),), ()),
+    summary=("the paper's Section 6 (d = 2, F = w'w/2, M(w) = diag(w^2), Gaussian noise, "
+            "sigma^2 = (50, 26, 16.7) at T = 50 scaled by T/50, T = 50, 200, 3000, K = 5, "
+            "eta = 0.85, R = 2000, w_1 ~ N(0, I)); writes figure1.png/.pdf, figure1.csv "
+            "(T,method,k,gap_mean,gap_se,realizations) and metadata.json."),
+    small={"realizations": 8, "T": [50]}, rank=1,
 ))  # fmt: skip

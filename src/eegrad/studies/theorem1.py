@@ -196,4 +196,6 @@ KIND = register_study(StudyKind(
          ("regret", "regret_se")),
         ("sigma2_star_over_T", "Z_T"),
     ),
+    summary=("E||G - grad F||^2 / S against sigma*^2/T and Z_T for T from 10 to 1e4."),
+    small={"realizations": 8, "T": [10, 100]}, rank=2,
 ))  # fmt: skip

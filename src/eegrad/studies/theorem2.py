@@ -180,4 +180,6 @@ def work(cfg: ExperimentConfig) -> int:
 KIND = register_study(StudyKind(
     name="theorem2", preset="theorem2", columns=THEOREM2_COLUMNS, run=run, work=work, plot=plot,
     section=section, derive=derive, options=c_grid_options,
+    summary=("one-step contraction against tau(eta) over a grid of step sizes."),
+    small={"realizations": 50, "eta": [0.2, 0.85]}, rank=3,
 ))  # fmt: skip
