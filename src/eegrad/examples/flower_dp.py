@@ -39,7 +39,15 @@ import numpy as np
 from .._validation import check_integer, check_real, fail
 from ..arms import feasible_arms, per_client_spend
 from ..results import environment, write_json, write_table
-from .flower import AGGREGATION, BUDGET, CLIENT_LR, _load, _method_id, _split, softmax_loss_grad
+from .flower_setting import (
+    AGGREGATION,
+    BUDGET,
+    CLIENT_LR,
+    _load,
+    _method_id,
+    _split,
+    softmax_loss_grad,
+)
 
 __all__ = ["COLUMNS", "main", "run", "summarise"]
 

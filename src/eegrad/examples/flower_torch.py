@@ -39,7 +39,7 @@ from .._validation import check_integer, fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from ..results import environment, write_json, write_table
-from .flower import _method_id, _split, check_split
+from .flower_setting import _method_id, _split, check_split
 
 __all__ = ["COLUMNS", "cnn", "main", "run"]
 

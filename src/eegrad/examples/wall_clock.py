@@ -51,7 +51,7 @@ def _client(seconds_per_unit: float, chunk: int) -> Any:
     from flwr.clientapp import ClientApp
 
     from ..flower import LocalGrid, WallClock, budgeted_train
-    from .flower import _load, softmax_loss_grad
+    from .flower_setting import _load, softmax_loss_grad
 
     X, y = _load("digits")
 
