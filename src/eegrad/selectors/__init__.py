@@ -4,7 +4,8 @@ from .base import IndexSelector, ProtocolError, Selector
 from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
-from .memory import MemoryKLLCB, MemoryRule, MemoryThompson
+from .memory import MemoryRule
+from .memory_rules import MemoryKLLCB, MemoryThompson
 from .registry import (
     RuleInfo,
     all_rules,
