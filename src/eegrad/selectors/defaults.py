@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import Selector
-from .memory import MemoryThompson
+from .memory_rules import MemoryThompson
 
 __all__ = ["DEFAULT_RULE", "default_selector"]
 
