@@ -72,21 +72,8 @@ def _start(strategy, grid, rounds):
 
 def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     strategy = _strategy()
-    told = []
     grid = LocalGrid(_app(), K, seed=2)
-    original = PullAccumulator.add
-
-    def record(self, part, weight, **kw):
-        # The server folds each reply (a client's model w_i) into the round's running sums;
-        # keep the update u_i = w − w_i it stands for.
-        arrays = list(part)
-        if not told or told[-1][0] is not self:
-            told.append((self, [], []))
-        told[-1][1].append(self._ref[0] - arrays[0])
-        told[-1][2].append(weight)
-        return original(self, arrays, weight, **kw)
-
-    monkeypatch.setattr(PullAccumulator, "add", record)
+    told = _told_updates(monkeypatch)  # the server folds each reply w_i: keep u_i = w − w_i
     _start(strategy, grid, 25)
     arms = [r["arm"] for r in strategy.records]
     # Replay: the same rule, the same stream (the strategy's first child), the same updates,

@@ -326,20 +326,15 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         wall_clock(out, reps=args.seeds or 10)
         print(f"wrote {out}/")
         return 0
-    if args.command == "example" and args.name == "flower-torch":
-        from .examples.flower_torch import main as flower_torch
+    seeded = {"flower-torch": ("flower_torch", 80), "flower-dp": ("flower_dp", 100)}
+    if args.command == "example" and args.name in seeded:  # (module, default rounds)
+        import importlib
 
-        out = args.out or Path("results/flower_torch")
-        flower_torch(out, seeds=args.seeds or 10, rounds=args.rounds or 80, jobs=args.jobs,
-                     progress=not getattr(args, "quiet", False))  # fmt: skip
-        print(f"wrote {out}/")
-        return 0
-    if args.command == "example" and args.name == "flower-dp":
-        from .examples.flower_dp import main as flower_dp
-
-        out = args.out or Path("results/flower_dp")
-        flower_dp(out, seeds=args.seeds or 10, rounds=args.rounds or 100, jobs=args.jobs,
-                  progress=not getattr(args, "quiet", False))  # fmt: skip
+        module, rounds = seeded[args.name]
+        study = importlib.import_module(f"{__package__}.examples.{module}")
+        out = args.out or Path(f"results/{module}")
+        study.main(out, seeds=args.seeds or 10, rounds=args.rounds or rounds, jobs=args.jobs,
+                   progress=not getattr(args, "quiet", False))  # fmt: skip
         print(f"wrote {out}/")
         return 0
     if args.command == "example" and args.name == "flower":

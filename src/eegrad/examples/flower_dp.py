@@ -39,6 +39,7 @@ import numpy as np
 from .._validation import check_integer, check_real, fail
 from ..arms import feasible_arms, per_client_spend
 from ..results import environment, write_json, write_table
+from .flower import final_gaps
 from .flower_setting import (
     AGGREGATION,
     BUDGET,
@@ -211,22 +212,13 @@ def run(seeds: list[int], *, rounds: int, target: float, jobs: int = 1, progress
 def summarise(rows: list[dict[str, Any]], last: float = 0.1) -> dict[str, Any]:
     """The default's final gap (mean of the last ``last`` of each run's rounds, then over
     seeds) against the best and the median fixed n."""
-    per: dict[tuple[str, int], list[tuple[int, float]]] = {}
-    for r in rows:
-        per.setdefault((r["method"], int(r["seed"])), []).append((int(r["step"]),
-                                                                  float(r["objective_gap"])))  # fmt: skip
-    by_method: dict[str, list[float]] = {}
-    for (m, _), pts in sorted(per.items()):
-        steps = max(p[0] for p in pts)
-        by_method.setdefault(m, []).append(float(np.mean([g for s, g in pts
-                                                          if s > steps * (1 - last)])))  # fmt: skip
-    gaps = {m: (float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1
-                else float("nan"), len(v)) for m, v in by_method.items()}  # fmt: skip
+    gaps = final_gaps(rows, last)
     fed = {m: v for m, v in gaps.items() if m.startswith("dp-fedavg-")}
     order = sorted(fed, key=lambda m: fed[m][0])
     median = float(np.median([fed[m][0] for m in order]))
     default = gaps["default"][0]
-    rounds_run = [len(pts) for (m, _), pts in per.items() if m == "default"]
+    rounds_run = [sum(1 for r in rows if r["method"] == "default" and r["seed"] == s)
+                  for s in sorted({r["seed"] for r in rows})]
     return {"final_gap": gaps, "best_fixed": order[0], "median_fixed_gap": median,
             "default_over_best": default / fed[order[0]][0],
             "default_below_median": default <= median,
