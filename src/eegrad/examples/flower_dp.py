@@ -195,15 +195,16 @@ def _job(method: str, seed: int, rounds: int, target: float,
 
 def run(seeds: list[int], *, rounds: int, target: float, jobs: int = 1, progress: bool = False,
         fixed: list[int] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """Every method and seed; rows of :data:`COLUMNS`. Each federation is seeded by its own
-    (seed, method), so the rows are the same whatever ``jobs`` (joblib's loky processes)."""
+    """Every method and seed, the fixed n up to the least N of the seeds; rows of
+    :data:`COLUMNS`. Each federation is seeded by its own (seed, method), so the rows are the
+    same whatever ``jobs`` (joblib's loky processes)."""
     import joblib
 
-    todo = []
-    for s in seeds:
-        N = federation(s)["N"]
-        ns = [n for n in (fixed or range(1, N + 1)) if n <= N]
-        todo += [(m, s) for m in ["default", *[f"dp-fedavg-{n}" for n in ns]]]
+    # The fixed n that every seed's federation affords (N depends on its devices): each is
+    # then compared over all the seeds.
+    N = min(federation(s)["N"] for s in seeds)
+    ns = [n for n in (fixed or range(1, N + 1)) if n <= N]
+    todo = [(m, s) for s in seeds for m in ["default", *[f"dp-fedavg-{n}" for n in ns]]]
     parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
         joblib.delayed(_job)(m, s, rounds, target, progress) for m, s in todo)
     return [r for part in parts for r in part]
