@@ -45,7 +45,8 @@ import numpy as np
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 
-__all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "calibrate_noise",
+__all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
+           "calibrate_noise",
            "epsilon_spent", "refuse_fixed_n_wrappers"]
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
@@ -199,6 +200,80 @@ def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, populatio
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if epsilon_spent(mid, n, rounds, delta, population) > epsilon else (lo, mid)
     return hi
+
+
+class PrivateRounds:
+    """The server's side of :class:`CentralDP` in one run of K nodes and arms 1..N: each n's
+    multiplier, Flower's accountant and the noise stream; each round is charged when its clients
+    are asked (:meth:`charge`), its replies are clipped as they are folded (:meth:`clip`), and
+    its mean is released with noise (:meth:`release`). :class:`~eegrad.flower.EEGradStrategy`
+    makes one when the nodes are known."""
+
+    def __init__(self, dp: CentralDP, N: int, population: int, rng: np.random.Generator):
+        self.dp = dp
+        self.population = int(population)
+        #: z of every n = 1..N (:meth:`CentralDP.multipliers`).
+        self.z = dp.multipliers(N, population)
+        #: Flower's RDP accountant (its state goes into the strategy's checkpoint).
+        self.accountant = dp.accountant(population)
+        #: The stream of the released noise.
+        self.rng = rng
+
+    def noise_std(self, n: Any) -> Any:
+        """z_n C/n, the SD of the noise on the mean of a round of n clients."""
+        return self.dp.noise_std(n, self.z[np.asarray(n) - 1])
+
+    def epsilon(self) -> float:
+        """The cumulative ε at δ of the releases so far (0 before the first)."""
+        acc = self.accountant
+        return float(acc.get_epsilon(self.dp.delta)) if acc.num_releases else 0.0
+
+    def charge(self, server_round: int, n: int) -> None:
+        """Compose the round's event when its clients are asked (a round that then gets no
+        reply is still counted: never less private than stated); a round that would take ε past
+        ``max_epsilon`` is undone and raises :class:`PrivacyBudgetExhausted`. One composition a
+        round: Flower's ``would_exceed`` replays every earlier one, which a run of thousands of
+        rounds cannot afford."""
+        dp = self.dp
+        before = self.accountant.state_dict() if dp.max_epsilon is not None else None
+        spent = self.epsilon()
+        self.accountant.compose(dp.event(n, self.population, float(self.z[n - 1])))
+        if before is not None and self.epsilon() > dp.max_epsilon:
+            projected = self.epsilon()
+            self.accountant.load_state_dict(before)
+            raise PrivacyBudgetExhausted(
+                f"Server round {server_round} would release the mean of n = {n} clients and take "
+                f"the cumulative ε to {projected:.4g}, past max_epsilon = {dp.max_epsilon:g} "
+                f"(δ = {dp.delta:g}); the run ends after round {server_round - 1}, with "
+                f"ε = {spent:.4g}."
+            )
+
+    def clip(self, norm2: float) -> tuple[float, float]:
+        """For an update of squared norm ``norm2``: the factor that clips it to the update clip
+        rC, and its spread coordinate a‖û‖²/C (the module's notes)."""
+        clip = self.dp.update_clip
+        scale = 1.0 if norm2 <= clip * clip else clip / math.sqrt(norm2)
+        return scale, SPREAD_SCALE * scale * scale * norm2 / self.dp.clipping_norm
+
+    def release(self, released: list[Any], replied: int, size: int, spread_sum: float,
+                n: int) -> float:  # fmt: skip
+        """The round's Gaussian release, in place: ``released``, the mean of the ``replied``
+        clipped updates (arrays), becomes their sum over the n asked plus noise of SD z_n C/n on
+        every coordinate; returns the pair sum of the clipped updates estimated from the
+        release alone (the noisy spread coordinate, noise of SD z_n C, and the released mean;
+        ``size`` = d)."""
+        dp = self.dp
+        sd_sum = float(self.z[n - 1]) * dp.clipping_norm  # on the sum; zC/n on the mean
+        norm2 = 0.0
+        for g in released:
+            noise = self.rng.normal(0.0, sd_sum / n, size=g.shape)
+            g *= replied / n
+            g += noise.astype(g.dtype)
+            norm2 += float(np.sum(np.square(g, dtype=np.float64)))
+        spread_noisy = spread_sum + float(self.rng.normal(0.0, sd_sum))
+        # E‖n m̃‖² = ‖Σû‖² + d (zC)²;  Σ‖û‖² = (C/a) Σ a‖û‖²/C
+        squares = dp.clipping_norm / SPREAD_SCALE * spread_noisy
+        return replied * squares - (n * n * norm2 - size * sd_sum**2)
 
 
 def _fixed_n_wrappers() -> tuple[type, ...]:

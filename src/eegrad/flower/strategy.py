@@ -82,7 +82,7 @@ from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
 from ..spread import SpreadSums
 from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
-from .privacy import SPREAD_SCALE, CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
+from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
 
@@ -270,8 +270,7 @@ class EEGradStrategy(Strategy):
         if self.secure_sums and privacy is not None:
             raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
                        "clips each update on the server, which sums alone do not allow)", True)
-        self._accountant: Any = None  # Flower's RDP accountant, made when K is known
-        self._z: np.ndarray | None = None  # each n's noise multiplier, set when K is known
+        self._private: PrivateRounds | None = None  # the release, made when K is known
         # Children 0 and 1 are those of spawn(2): adding the noise stream changes nothing else.
         self._selector_rng, self._sampling_rng, self._noise_rng = as_generator(rng, owner).spawn(3)
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
@@ -302,9 +301,8 @@ class EEGradStrategy(Strategy):
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = None
         if self.privacy is not None:
-            self._z = self.privacy.multipliers(self.N, num_nodes)
-            noise = dim * self._noise_std(np.arange(1, self.N + 1)) ** 2
-            self._accountant = self.privacy.accountant(num_nodes)
+            self._private = PrivateRounds(self.privacy, self.N, num_nodes, self._noise_rng)
+            noise = dim * self._private.noise_std(np.arange(1, self.N + 1)) ** 2
             if isinstance(sel, SpreadThompson) and sel.release_noise is None:
                 sel.release_noise = noise
         if sel is None:
@@ -343,7 +341,11 @@ class EEGradStrategy(Strategy):
             self._setup(len(nodes), sum(a.size for a in model))
         n = self.estimator.ask()
         if self.privacy is not None:
-            self._charge_privacy(server_round, n)
+            try:
+                self._private.charge(server_round, n)
+            except PrivacyBudgetExhausted:
+                self.estimator.withdraw()
+                raise
         pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
         share = float(per_client_spend(self.budget, self.aggregation, n))
@@ -473,8 +475,8 @@ class EEGradStrategy(Strategy):
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
         if self.privacy is not None:
-            row["noise_std"] = float(self._noise_std(n)) if replied else ""
-            row["epsilon"] = self._epsilon()
+            row["noise_std"] = float(self._private.noise_std(n)) if replied else ""
+            row["epsilon"] = self._private.epsilon()
         self.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
             if len(self.records) == 1:
@@ -530,42 +532,10 @@ class EEGradStrategy(Strategy):
         return costs, sums
 
     # -- privacy ---------------------------------------------------------------------------------
-    def _noise_std(self, n: Any) -> Any:
-        """z_n C/n, the SD of the noise on the mean of a round of n clients."""
-        return self.privacy.noise_std(n, self._z[np.asarray(n) - 1])
-
-    def _epsilon(self) -> float:
-        """The cumulative ε at δ of the releases so far (0 before the first)."""
-        acc = self._accountant
-        return float(acc.get_epsilon(self.privacy.delta)) if acc.num_releases else 0.0
-
-    def _charge_privacy(self, server_round: int, n: int) -> None:
-        """Compose the round's event when its clients are asked (a round that then gets no
-        reply is still counted: never less private than stated); a round that would take ε
-        past ``max_epsilon`` is undone and not run (the run ends). One composition a round:
-        Flower's ``would_exceed`` replays every earlier one, which a run of thousands of rounds
-        cannot afford."""
-        dp = self.privacy
-        before = self._accountant.state_dict() if dp.max_epsilon is not None else None
-        spent = self._epsilon()
-        self._accountant.compose(dp.event(n, self._num_nodes, float(self._z[n - 1])))
-        if before is not None and self._epsilon() > dp.max_epsilon:
-            projected = self._epsilon()
-            self._accountant.load_state_dict(before)
-            self.estimator.withdraw()
-            raise PrivacyBudgetExhausted(
-                f"Server round {server_round} would release the mean of n = {n} clients and take "
-                f"the cumulative ε to {projected:.4g}, past max_epsilon = {dp.max_epsilon:g} "
-                f"(δ = {dp.delta:g}); the run ends after round {server_round - 1}, with "
-                f"ε = {spent:.4g}."
-            )
-
     def _fold_private(self, pull: PullAccumulator, good: list[Message],
                       server_round: int) -> tuple[list[float], float]:  # fmt: skip
         """Fold each reply clipped to the update clip rC, with equal weights; returns the costs
         and the sum of the spread coordinates a‖û_i‖²/C (:mod:`eegrad.flower.privacy`)."""
-        dp = self.privacy
-        clip, C = dp.update_clip, dp.clipping_norm
         costs, spread = [], 0.0
         for m in good:
             arrays, _, cost = self._reply(m, server_round)
@@ -576,32 +546,19 @@ class EEGradStrategy(Strategy):
                     f"The update of node {m.metadata.src_node_id} at server round "
                     f"{server_round} contains NaN or Inf."
                 )
-            scale = 1.0 if norm2 <= clip * clip else clip / math.sqrt(norm2)
+            scale, coordinate = self._private.clip(norm2)
             pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
-            spread += SPREAD_SCALE * scale * scale * norm2 / C
+            spread += coordinate
             costs.append(cost)
         return costs, spread
 
     def _release(self, pull: PullAccumulator, spread_sum: float, n: int) -> None:
-        """The round's Gaussian release: the clipped sum over the n asked, plus noise of SD zC
-        on every coordinate and on the spread coordinate; compose its event; tell the rule the
-        released mean and the pair sum estimated from the release alone."""
-        dp = self.privacy
-        sd_sum = float(self._z[n - 1]) * dp.clipping_norm  # on the sum; zC/n on the mean
-        replied = pull.count
+        """The round's Gaussian release (:meth:`PrivateRounds.release`, on the pull's own
+        arrays); the rule is told the released mean and the pair sum from the release alone."""
         released = pull.mean()
         released = released if isinstance(released, list) else [released]
-        norm2 = 0.0
-        for g in released:  # the pull's own arrays, written in place
-            noise = self._noise_rng.normal(0.0, sd_sum / n, size=g.shape)
-            g *= replied / n
-            g += noise.astype(g.dtype)
-            norm2 += float(np.sum(np.square(g, dtype=np.float64)))
-        spread_noisy = spread_sum + float(self._noise_rng.normal(0.0, sd_sum))
-        # E‖n m̃‖² = ‖Σû‖² + d (zC)²;  Σ‖û‖² = (C/a) Σ a‖û‖²/C
-        squares = dp.clipping_norm / SPREAD_SCALE * spread_noisy
-        pair_sum = replied * squares - (n * n * norm2 - pull.size * sd_sum**2)
-        self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(replied), noisy=True)
+        pair_sum = self._private.release(released, pull.count, pull.size, spread_sum, n)
+        self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(pull.count), noisy=True)
 
     def _step_scale(self, n: int) -> float:
         """ρ = √(v̂*/v̂_n) of ``damp_exploration`` for a round of arm n (1 when off, with
@@ -649,8 +606,8 @@ class EEGradStrategy(Strategy):
         fields = {"round": server_round, "steps_taken": self._steps_taken, "cost": self._cost,
                   "num_nodes": self._num_nodes, "dim": self.estimator.dim,
                   "records": self.records, "metrics": self._metrics,
-                  "accountant": None if self._accountant is None else
-                  self._accountant.state_dict(),
+                  "accountant": None if self._private is None else
+                  self._private.accountant.state_dict(),
                   "sampling_rng": self._sampling_rng, "noise_rng": self._noise_rng,
                   "estimator": self.estimator}  # fmt: skip
         tree, arrays = capture_state(fields)
@@ -681,11 +638,13 @@ class EEGradStrategy(Strategy):
         restored = restore_state(live, {"__dict__": {k: state[k] for k in live}}, arrays,
                                  "checkpoint")  # fmt: skip
         self._sampling_rng, self._noise_rng = restored["sampling_rng"], restored["noise_rng"]
+        if self._private is not None:
+            self._private.rng = self._noise_rng
         plain = restore_state(None, {"__dict__": {k: state[k] for k in (
             "round", "steps_taken", "cost", "records", "metrics", "accountant")}}, arrays,
             "checkpoint")  # fmt: skip
         if plain["accountant"] is not None:
-            self._accountant.load_state_dict(plain["accountant"])
+            self._private.accountant.load_state_dict(plain["accountant"])
         self._offset = plain["round"]
         self._steps_taken, self._cost = plain["steps_taken"], plain["cost"]
         self.records = plain["records"]
