@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import missing_extra
 
-try:
+if TYPE_CHECKING:
     from matplotlib.figure import Figure
-except ImportError as exc:  # the 'cli' extra
-    raise missing_extra(exc, "eegrad's studies (their figures)") from exc
+
+
+def _figure_class() -> Any:
+    """Matplotlib's Figure, imported when a figure is drawn (the 'cli' extra): the studies'
+    registry imports this module with the others, and the core runs without Matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # the 'cli' extra
+        raise missing_extra(exc, "eegrad's studies (their figures)") from exc
+    return Figure
 
 from .base import Study
 
@@ -43,7 +51,7 @@ def profile_panels(
     """One panel per arm profile (and per row), room below for a shared legend."""
     profiles = [p.name for p in study.config.profiles]
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    fig = Figure(figsize=(4.6 * len(profiles), 4.8 + 3.4 * (rows - 1)))
+    fig = _figure_class()(figsize=(4.6 * len(profiles), 4.8 + 3.4 * (rows - 1)))
     bottom = 0.25 if rows == 1 else 0.16
     fig.subplots_adjust(left=0.06, right=0.99, bottom=bottom, top=0.86 if rows == 1 else 0.91,
                         wspace=0.2, hspace=0.35)  # fmt: skip
