@@ -202,7 +202,6 @@ def test_a_rule_module_placed_in_the_package_is_found(tmp_path, monkeypatch):
 
     (tmp_path / "toy_largest_rule.py").write_text(TOY_RULE_MODULE)
     monkeypatch.setattr(eegrad.selectors, "__path__", [*eegrad.selectors.__path__, str(tmp_path)])
-    monkeypatch.setattr(registry, "_DISCOVERED", False)
     try:
         info = registry.rule_info("toy_largest_found")
         assert info.cls.__name__ == "ToyLargest"

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._discover import import_package_modules
 from .._validation import InvalidParameterError, InvalidParameterTypeError
 from .base import Selector, has_kernel
 
@@ -77,20 +78,11 @@ class RuleInfo:
 
 
 _RULES: dict[str, RuleInfo] = {}
-_DISCOVERED = False
 
 
 def _discover() -> dict[str, RuleInfo]:
-    """The registry, after every module of the selectors package has been imported once."""
-    global _DISCOVERED
-    if not _DISCOVERED:
-        import importlib
-        import pkgutil
-        import sys
-
-        _DISCOVERED = True
-        for info in pkgutil.iter_modules(sys.modules[__package__].__path__):
-            importlib.import_module(f"{__package__}.{info.name}")
+    """The registry, after every module of the selectors package has been imported."""
+    import_package_modules(__package__)
     return _RULES
 
 

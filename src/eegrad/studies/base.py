@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._discover import import_package_modules
 from ..config import (
     ConfigError,
     ExperimentConfig,
@@ -185,12 +186,7 @@ _STUDIES: dict[str, StudyKind] = {}
 def _builtin() -> dict[str, StudyKind]:
     """The registry, after every module of this package is imported (each study module
     registers itself): a study placed in the package is found, with no list to edit."""
-    import importlib
-    import pkgutil
-    import sys
-
-    for info in pkgutil.iter_modules(sys.modules[__package__].__path__):
-        importlib.import_module(f"{__package__}.{info.name}")
+    import_package_modules(__package__)
     return _STUDIES
 
 
