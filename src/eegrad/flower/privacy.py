@@ -172,8 +172,9 @@ class CentralDP:
 def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int) -> float:
     """ε at ``delta`` after ``rounds`` releases of n of ``population`` nodes with noise
     multiplier z (Flower's RDP accountant, as :class:`CentralDP` composes them; cached)."""
-    acc = CentralDP(z, 1.0, delta).accountant(population)
-    acc.compose(CentralDP(z, 1.0, delta).event(n, population), rounds)
+    dp = CentralDP(z, 1.0, delta)
+    acc = dp.accountant(population)
+    acc.compose(dp.event(n, population), rounds)
     return float(acc.get_epsilon(delta))
 
 
@@ -218,15 +219,22 @@ class PrivateRounds:
         self.accountant = dp.accountant(population)
         #: The stream of the released noise.
         self.rng = rng
+        self._spent: tuple[Any, float] | None = None  # (accountant's state, its ε)
 
     def noise_std(self, n: Any) -> Any:
         """z_n C/n, the SD of the noise on the mean of a round of n clients."""
         return self.dp.noise_std(n, self.z[np.asarray(n) - 1])
 
     def epsilon(self) -> float:
-        """The cumulative ε at δ of the releases so far (0 before the first)."""
+        """The cumulative ε at δ of the releases so far (0 before the first); computed once per
+        state of the accountant (a query costs up to seconds: once a round, not per caller)."""
         acc = self.accountant
-        return float(acc.get_epsilon(self.dp.delta)) if acc.num_releases else 0.0
+        if not acc.num_releases:
+            return 0.0
+        state = acc.state_dict()
+        if self._spent is None or self._spent[0] != state:
+            self._spent = (state, float(acc.get_epsilon(self.dp.delta)))
+        return self._spent[1]
 
     def charge(self, server_round: int, n: int) -> None:
         """Compose the round's event when its clients are asked (a round that then gets no
@@ -238,8 +246,8 @@ class PrivateRounds:
         before = self.accountant.state_dict() if dp.max_epsilon is not None else None
         spent = self.epsilon()
         self.accountant.compose(dp.event(n, self.population, float(self.z[n - 1])))
-        if before is not None and self.epsilon() > dp.max_epsilon:
-            projected = self.epsilon()
+        projected = self.epsilon()
+        if before is not None and projected > dp.max_epsilon:
             self.accountant.load_state_dict(before)
             raise PrivacyBudgetExhausted(
                 f"Server round {server_round} would release the mean of n = {n} clients and take "
