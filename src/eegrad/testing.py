@@ -62,6 +62,7 @@ __all__ = [
     "check_bad_gradients_are_named",
     "check_choices_depend_only_on_the_seed_and_the_observations",
     "check_parameters_round_trip",
+    "check_predicted_variances",
     "check_public_paths",
     "check_rule",
     "check_summaries_are_checked_at_the_public_boundary",
@@ -205,6 +206,20 @@ def check_warm_up(rule: Selector) -> None:
                                  f"shape ({R},)")  # fmt: skip
 
 
+def check_predicted_variances(rule: Selector) -> None:
+    """``predicted()`` is None (a rule that fits no variances) or, after the warm-up, the
+    fitted variance of every arm: finite and >= 0, of shape (R, N)."""
+    sel = copy.deepcopy(rule)
+    _run(sel, max(sel.min_rounds(N), 2 * N) + N)
+    v = sel.predicted()
+    if v is None:
+        return
+    v = np.asarray(v)
+    if v.shape != (R, N) or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise AssertionError(f"{type(rule).__name__}: predicted() is not a finite, "
+                             f"non-negative array of shape ({R}, {N}): {v!r}")  # fmt: skip
+
+
 def check_summaries_are_checked_at_the_public_boundary(rule: Selector) -> None:
     """``tell_summary`` and ``tell_pair_sums`` refuse bad values by name; pair sums are taken
     exactly by the rules that learn from parts; ``absorb`` before ``init`` is refused."""
@@ -300,6 +315,7 @@ RULE_CHECKS: tuple[Callable[[Selector], None], ...] = (
     check_bad_gradients_are_named,
     check_choices_depend_only_on_the_seed_and_the_observations,
     check_warm_up,
+    check_predicted_variances,
     check_summaries_are_checked_at_the_public_boundary,
     check_public_paths,
 )

@@ -155,16 +155,17 @@ class EEGradStrategy(Strategy):
     server_lr : float
         η of the server's step, > 0 (1: FedAvg's aggregate for every-round).
     damp_exploration : bool
-        With ``steps="every-round"`` and a rule that fits every arm's variance (its
-        ``predicted()``, as :class:`~eegrad.SpreadThompson`), scale the round's step by
+        With ``steps="every-round"`` and a rule that fits every arm's variance
+        (:meth:`~eegrad.selectors.Selector.predicted` not None, as
+        :class:`~eegrad.SpreadThompson`), scale the round's step by
         :math:`\rho_t = \sqrt{\hat v^* / \hat v_{n_t}} \le 1`, where :math:`\hat v_n` is the
         rule's fitted variance of arm n's mean (after the round is told) and :math:`\hat v^*`
         the least over the arms: the noise of a round's step (SD :math:`\rho_t \sqrt{\hat
         v_{n_t}}`) is then never larger than that of the arm believed best, so a round that
         explores a noisy arm costs a shorter step, never a harmful one; ρ = 1 when the rule
         asks the arm it believes best. Each round's ρ is in its ``MetricRecord``
-        (``step-scale``). Default True; False steps every round by η alone. A rule without
-        ``predicted()`` (e.g. :class:`~eegrad.FixedArm`, FedAvg) always has ρ = 1.
+        (``step-scale``). Default True; False steps every round by η alone. A rule that fits
+        no variances (e.g. :class:`~eegrad.FixedArm`, FedAvg) always has ρ = 1.
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children).
     min_available_nodes : int
@@ -563,10 +564,12 @@ class EEGradStrategy(Strategy):
     def _step_scale(self, n: int) -> float:
         """ρ = √(v̂*/v̂_n) of ``damp_exploration`` for a round of arm n (1 when off, with
         t-rounds, or with a rule that fits no variances)."""
-        predicted = getattr(self.selector, "predicted", None)
-        if not self.damp_exploration or self.steps != "every-round" or predicted is None:
+        if not self.damp_exploration or self.steps != "every-round":
             return 1.0
-        v = np.asarray(predicted(), dtype=np.float64)[0]
+        fitted = self.selector.predicted()
+        if fitted is None:
+            return 1.0
+        v = np.asarray(fitted, dtype=np.float64)[0]
         if not np.all(np.isfinite(v)) or v[n - 1] <= 0.0:
             return 1.0  # no fit yet (or a noiseless one): nothing to damp by
         return float(min(1.0, math.sqrt(max(float(v.min()), 0.0) / float(v[n - 1]))))

@@ -376,6 +376,13 @@ class Selector:
             raise ProtocolError(f"{self!r} keeps no statistics")
         return self.stats.variance_trace()
 
+    def predicted(self) -> np.ndarray | None:
+        """The rule's fitted variance of each arm's output, shape (R, N), or None for a rule
+        that fits none (the default). A rule that fits the variances as a function of n (e.g.
+        :class:`~eegrad.SpreadThompson`) returns its point estimate, which a driver may read
+        between rounds (:class:`~eegrad.flower.EEGradStrategy`'s ``damp_exploration``)."""
+        return None
+
     # -- to override --------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:
         raise NotImplementedError
