@@ -13,6 +13,12 @@ import numpy as np
 
 from .parts import is_torch as _is_torch
 from .spread import pair_sum
+from .statistics import (
+    welford_deviation,
+    welford_deviation_torch,
+    welford_fold,
+    welford_fold_torch,
+)
 
 __all__ = ["CompiledRound", "NumpyBackend", "TorchBackend"]
 
@@ -42,7 +48,7 @@ class CompiledRound:
         N, slot = self.N, self.slot
         new = self.buf[slot[N]]
         acc = self.kernel(g, g if ref is None else ref, ref is not None, self.buf[slot[arm]],
-                          new, self.buf.dtype.type(1.0 / cnt))  # fmt: skip
+                          new, self.buf.dtype.type(cnt))  # fmt: skip
         inc = acc * ((cnt - 1) / cnt)
         if not math.isfinite(inc):
             return inc, None
@@ -117,7 +123,7 @@ class Backend:
 
 class NumpyBackend(Backend):
     """Statistics in NumPy: per round δ = G − m, ‖δ‖², δ/γ and m += δ/γ, in place, with no
-    allocation (compiled: in one pass, :class:`CompiledRound`). The estimate
+    allocation (:func:`~eegrad.statistics.welford_deviation`, :func:`~eegrad.statistics.welford_fold`) (compiled: in one pass, :class:`CompiledRound`). The estimate
     Σ_t G_t = Σ_n γ_n m_n is formed once, in result()."""
 
     def __init__(self, N: int, d: int, dtype: Any, centred: bool = False, compiled: bool = False,
@@ -148,20 +154,15 @@ class NumpyBackend(Backend):
 
     def increment(self, arm: int, g: np.ndarray, cnt: int) -> float:
         """δ = G − m_old into a buffer; returns (1 − 1/γ)‖δ‖² (NaN/Inf if G is not finite)."""
-        if self.ref is None:
-            np.subtract(g, self.mean[arm], out=self.delta)
-        else:
-            np.subtract(g, self.ref, out=self.delta)
-            self.delta -= self.mean[arm]
-        return float(np.dot(self.delta, self.delta)) * ((cnt - 1) / cnt)
+        x = g if self.ref is None else np.subtract(g, self.ref, out=self.delta)
+        return float(welford_deviation(x, self.mean[arm], cnt, out=self.delta)[1])
 
     def commit(self, arm: int, cnt: int) -> None:
         """m ← m + δ/γ, in place."""
         if self.centred and self.ref is None:  # the first gradient (δ = G) becomes r
             self.ref = self.delta.copy()
             self.delta.fill(0.0)
-        np.divide(self.delta, cnt, out=self.delta)
-        self.mean[arm] += self.delta
+        welford_fold(self.mean[arm], self.delta, cnt)
 
     def gram_row(self, arm: int) -> np.ndarray:
         """⟨m_n − r, m_arm − r⟩ for every n, shape (N,)."""
@@ -176,6 +177,10 @@ class NumpyBackend(Backend):
         p = (weights / weights.sum()).astype(self.dtype)
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite parts: y is NaN, checked
             return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
+
+    def from_host(self, x: np.ndarray) -> np.ndarray:
+        """A host float64 vector in the backend's dtype."""
+        return x.astype(self.dtype)
 
     def result(self, counts: np.ndarray, T: int) -> np.ndarray:
         weights, rows = self.result_terms(counts)
@@ -220,18 +225,14 @@ class TorchBackend(Backend):
         return float(self.torch.dot(x, x).item())
 
     def increment(self, arm: int, g: Any, cnt: int) -> float:
-        if self.ref is None:
-            self.torch.sub(g, self.mean[arm], out=self.delta)
-        else:
-            self.torch.sub(g, self.ref, out=self.delta)
-            self.delta.sub_(self.mean[arm])
-        return float(self.torch.dot(self.delta, self.delta).item()) * ((cnt - 1) / cnt)
+        x = g if self.ref is None else self.torch.sub(g, self.ref, out=self.delta)
+        return float(welford_deviation_torch(x, self.mean[arm], cnt, out=self.delta)[1].item())
 
     def commit(self, arm: int, cnt: int) -> None:
         if self.centred and self.ref is None:
             self.ref = self.delta.clone()
             self.delta.zero_()
-        self.mean[arm].add_(self.delta, alpha=1.0 / cnt)
+        welford_fold_torch(self.mean[arm], self.delta, cnt)
 
     def gram_row(self, arm: int) -> np.ndarray:
         """N numbers to the host: ⟨m_n − r, m_arm − r⟩."""
@@ -251,6 +252,10 @@ class TorchBackend(Backend):
         dev = sub - sub.mean(dim=0)
         y = float(present.sum()) * float((dev * dev).sum().item())
         return p @ parts, y
+
+    def from_host(self, x: np.ndarray) -> Any:
+        """A host float64 vector as a tensor of the gradients' dtype on their device."""
+        return self.torch.as_tensor(x, device=self.device).to(self.out_dtype)
 
     def result(self, counts: np.ndarray, T: int) -> Any:
         weights, rows = self.result_terms(counts)

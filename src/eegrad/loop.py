@@ -241,8 +241,10 @@ class GradientEstimator:
             self._backend = None  # a new estimate in another type or device
         if self._backend is None:
             centred = self._mode == "gram"
-            # With T = 1 an estimate is its one round: no arm statistics (N·d numbers) are kept.
-            stats = self.T > 1
+            # With T = 1 an estimate is its one round: no arm statistics (N·d numbers) are kept;
+            # in the "full" mode the rule keeps them (its ArmStatistics), and the round is
+            # folded in once, there.
+            stats = self.T > 1 and self._mode != "full"
             if _is_torch(like):
                 self._backend = TorchBackend(self.N, self.dim, like, self.accumulate_dtype,
                                               centred=centred, compiled=self._compiled,
@@ -264,7 +266,11 @@ class GradientEstimator:
         spread); ``finite`` where the caller knows it."""
         arm = self._pending
         cnt = int(self.selector.counts[0, arm]) + 1
-        if self.T == 1:
+        if self._mode == "full" and self.T > 1:
+            # the rule's own statistics take the round (folded in once, there)
+            inc = 0.0 if (_all_finite(g) if finite is None else finite) else math.nan
+            row = None
+        elif self.T == 1:
             # One round per estimate: the estimate is G itself, (1 − 1/γ)‖G − m‖² = 0 and the
             # Gram row of the one (centred) mean is 0 — what the statistics would give.
             ok = _all_finite(g) if finite is None else finite
@@ -474,4 +480,7 @@ class GradientEstimator:
             g = self._single
             return g.to(self._backend.out_dtype) if isinstance(self._backend, TorchBackend) \
                 and _is_torch(g) else g
+        if self._mode == "full":  # the arms' means are the rule's (float64, on the host)
+            counts = self.selector.counts[0].astype(np.float64)
+            return self._backend.from_host(counts @ self.selector.stats.mean[0] / self.T)
         return self._backend.result(self.selector.counts[0], self.T)

@@ -41,6 +41,12 @@ from ._validation import (
     fail,
 )
 from .engines import check_engine, numba_available
+from .statistics import (
+    welford_deviation,
+    welford_deviation_torch,
+    welford_fold,
+    welford_fold_torch,
+)
 
 __all__ = ["PullAccumulator", "is_torch", "update_norm2"]
 
@@ -147,7 +153,7 @@ class PullAccumulator:
         if weight == 0.0:
             return
         k, total = self.count + 1, self.total_weight + weight
-        share, inv_count = weight / total, 1.0 / k
+        ratio_w = total / weight  # West's update: m_w + (u − m_w)/(W/ω)
         segs, single = _segments(part)
         if self._single is None:
             self._single = single
@@ -160,7 +166,7 @@ class PullAccumulator:
                     raise fail("part", owner, f"{len(self._ref)} arrays, as the reference",
                                f"more than {len(self._ref)}")  # fmt: skip
                 x = self._check_segment(i, x, ref, owner)
-                dq, dm2 = self._fold(i, x, ref, scale, share, inv_count)
+                dq, dm2 = self._fold(i, x, ref, scale, ratio_w, float(k))
                 q += dq
                 m2 += dm2
                 seen += 1
@@ -217,20 +223,20 @@ class PullAccumulator:
                 self._mean_u.append(np.zeros(like.size, dtype=dtype) if self.spread else None)
         return self._mean_w[i], self._mean_u[i]
 
-    def _fold(self, i: int, x: Any, ref: Any, scale: float, share: float,
-              inv_count: float) -> tuple[float, float]:  # fmt: skip
+    def _fold(self, i: int, x: Any, ref: Any, scale: float, ratio_w: float,
+              count: float) -> tuple[float, float]:  # fmt: skip
         mean_w, mean_u = self._means(i, ref if ref is not None else x)
         if is_torch(x):
-            return _fold_torch(x, ref, scale, share, inv_count, mean_w, mean_u)
+            return _fold_torch(x, ref, scale, ratio_w, count, mean_w, mean_u)
         xf = np.ascontiguousarray(x).reshape(-1)
         rf = None if ref is None else np.ascontiguousarray(ref).reshape(-1)
         if (self._compiled and mean_w.dtype in _KERNEL_DTYPES and xf.dtype == mean_w.dtype
                 and (rf is None or rf.dtype == mean_w.dtype)):  # fmt: skip
             from .engines.parts_kernels import add_part
 
-            return add_part(xf, xf if rf is None else rf, rf is not None, scale, mean_w, share,
-                            mean_w if mean_u is None else mean_u, mean_u is not None, inv_count)  # fmt: skip
-        return _fold_numpy(xf, rf, scale, share, inv_count, mean_w, mean_u)
+            return add_part(xf, xf if rf is None else rf, rf is not None, scale, mean_w, ratio_w,
+                            mean_w if mean_u is None else mean_u, mean_u is not None, count)  # fmt: skip
+        return _fold_numpy(xf, rf, scale, ratio_w, count, mean_w, mean_u)
 
     # -- reading -----------------------------------------------------------------------------------
     def _check_readable(self, what: str) -> None:
@@ -295,26 +301,24 @@ def _torch_float64() -> Any:
     return torch.float64
 
 
-def _fold_numpy(x: np.ndarray, ref: np.ndarray | None, scale: float, share: float,
-                inv_count: float, mean_w: np.ndarray, mean_u: np.ndarray | None,
+def _fold_numpy(x: np.ndarray, ref: np.ndarray | None, scale: float, ratio_w: float,
+                count: float, mean_w: np.ndarray, mean_u: np.ndarray | None,
                 ) -> tuple[float, float]:  # fmt: skip
     """The kernel's arithmetic in NumPy passes (float64 temporaries of one array)."""
     u = x.astype(np.float64) if ref is None else np.subtract(ref, x, dtype=np.float64)
     if scale != 1.0:
         u *= scale
-    with np.errstate(invalid="ignore", over="ignore"):  # a non-finite part: NaN sums, checked
-        dw = u - mean_w
-        np.add(mean_w, share * dw, out=mean_w, casting="unsafe")
-        q = float(np.dot(dw, u - mean_w))
-        m2 = 0.0
-        if mean_u is not None:
-            du = u - mean_u
-            np.add(mean_u, inv_count * du, out=mean_u, casting="unsafe")
-            m2 = float(np.dot(du, u - mean_u))
-    return q, m2
+    # a non-finite part gives NaN sums, which the caller checks
+    dw, q = welford_deviation(u, mean_w, ratio_w)
+    m2 = 0.0
+    if mean_u is not None:
+        du, m2 = welford_deviation(u, mean_u, count)
+        welford_fold(mean_u, du, count)
+    welford_fold(mean_w, dw, ratio_w)
+    return float(q), float(m2)
 
 
-def _fold_torch(x: Any, ref: Any, scale: float, share: float, inv_count: float, mean_w: Any,
+def _fold_torch(x: Any, ref: Any, scale: float, ratio_w: float, count: float, mean_w: Any,
                 mean_u: Any) -> tuple[float, float]:  # fmt: skip
     """The kernel's arithmetic on the tensors' device, in the means' dtype; float64 sums."""
     import torch
@@ -323,13 +327,11 @@ def _fold_torch(x: Any, ref: Any, scale: float, share: float, inv_count: float, 
     u = x if ref is None else ref.detach().reshape(-1).to(mean_w.dtype) - x
     if scale != 1.0:
         u = u * scale
-    dw = u - mean_w
-    mean_w.add_(dw, alpha=share)
-    q = torch.sum(dw * (u - mean_w), dtype=torch.float64)
+    dw, q = welford_deviation_torch(u, mean_w, ratio_w)
     m2 = torch.zeros((), dtype=torch.float64, device=q.device)
     if mean_u is not None:
-        du = u - mean_u
-        mean_u.add_(du, alpha=inv_count)
-        m2 = torch.sum(du * (u - mean_u), dtype=torch.float64)
+        du, m2 = welford_deviation_torch(u, mean_u, count)
+        welford_fold_torch(mean_u, du, count)
+    welford_fold_torch(mean_w, dw, ratio_w)
     both = torch.stack([q, m2]).cpu()  # one transfer to the host
     return float(both[0]), float(both[1])

@@ -7,13 +7,86 @@ squared deviations, so that
            = \frac{1}{\gamma_t(n) - 1} \sum_{i=1}^{\gamma_t(n)} \|G_i(w, n) - m_t(n)\|^2
 
 (Section 3 of the paper) costs O(d) per pull and no history of outputs is stored.
+
+The update itself is written once per array library and used by every running statistic of
+the package — the arms' statistics here, :class:`~eegrad.GradientEstimator`'s backends and the
+pull's parts (:class:`~eegrad.parts.PullAccumulator`):
+
+* NumPy: :func:`welford_deviation` then :func:`welford_fold`;
+* PyTorch: :func:`welford_deviation_torch` then :func:`welford_fold_torch`;
+* compiled: :func:`eegrad.engines.welford_kernels.fold_coordinate`, inlined in each kernel's
+  single pass.
+
+With a weight ω joining a running total W (the total with it), γ = W/ω gives West's weighted
+update; with unit weights γ is the count (Welford's).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["ArmStatistics"]
+__all__ = [
+    "ArmStatistics",
+    "welford_deviation",
+    "welford_deviation_torch",
+    "welford_fold",
+    "welford_fold_torch",
+]
+
+
+def _rows(count: Any) -> Any:
+    """γ broadcast against rows of d-vectors (a Python scalar stays weak: float32 stays)."""
+    return count if np.ndim(count) == 0 else np.asarray(count)[..., None]
+
+
+def welford_deviation(x: np.ndarray, mean: np.ndarray, count: Any,
+                      out: np.ndarray | None = None) -> tuple[np.ndarray, Any]:  # fmt: skip
+    r"""The first half of the running update: :math:`\delta = x - m_{\text{old}}` and the
+    increment :math:`(1 - 1/\gamma)\|\delta\|^2` of :math:`\sum_i \|x_i - m\|^2`.
+
+    Parameters
+    ----------
+    x, mean : ndarray of shape (..., d)
+        The new output(s) and the running mean(s) before it (unchanged).
+    count : int, float or ndarray of shape (...)
+        γ, the count with this output (or W/ω, weighted).
+    out : ndarray, optional
+        Where δ goes (may be ``x``).
+
+    Returns
+    -------
+    delta : ndarray of shape (..., d)
+    increment : scalar or ndarray of shape (...)
+        NaN or Inf exactly where x is not finite.
+    """
+    delta = np.subtract(x, mean, out=out)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return delta, np.einsum("...j,...j->...", delta, delta) * ((count - 1) / count)
+
+
+def welford_fold(mean: np.ndarray, delta: np.ndarray, count: Any) -> np.ndarray:
+    r"""The second half: :math:`m \leftarrow m + \delta/\gamma`, in place (δ is overwritten by
+    δ/γ; the mean keeps its dtype). Returns the mean."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.divide(delta, _rows(count), out=delta, casting="unsafe")
+        return np.add(mean, delta, out=mean, casting="unsafe")
+
+
+def welford_deviation_torch(x: Any, mean: Any, count: float, out: Any = None) -> tuple[Any, Any]:
+    r""":func:`welford_deviation` for one tensor on its device: δ and the increment
+    :math:`(1 - 1/\gamma)\|\delta\|^2` as a float64 tensor on that device (no transfer)."""
+    import torch
+
+    delta = torch.sub(x, mean, out=out) if out is not None else x - mean
+    return delta, torch.sum(delta * delta, dtype=torch.float64) * ((count - 1) / count)
+
+
+def welford_fold_torch(mean: Any, delta: Any, count: float) -> Any:
+    r""":func:`welford_fold` for one tensor: :math:`m \leftarrow m + \delta/\gamma`, in place."""
+    return mean.add_(delta.to(mean.dtype), alpha=1.0 / count) if delta.dtype != mean.dtype \
+        else mean.add_(delta, alpha=1.0 / count)
 
 
 class ArmStatistics:
@@ -53,13 +126,13 @@ class ArmStatistics:
         self._count_flat[idx] += 1
         cnt = self._count_flat[idx]
         old = self._mean_flat[idx]
-        delta = g - old
-        self._mean_flat[idx] = old + delta / cnt[:, None]
         # Σ‖G − m‖² grows by δ·(G − m_new) = (1 − 1/γ)‖δ‖² (Welford), δ = G − m_old.
-        self._sq_flat[idx] += np.einsum("rd,rd->r", delta, delta) * ((cnt - 1) / cnt)
+        delta, increment = welford_deviation(g, old, cnt)
+        self._sq_flat[idx] += increment
         if self.per_coordinate:
             flat = self.sq_coord.reshape(-1, delta.shape[1])
             flat[idx] += delta * delta * ((cnt - 1) / cnt)[:, None]
+        self._mean_flat[idx] = welford_fold(old, delta, cnt)
 
     def variance_trace(self) -> np.ndarray:
         """V_t(n) of every arm, shape (R, N); NaN where γ_t(n) < 2 (undefined)."""

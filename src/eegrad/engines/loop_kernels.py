@@ -3,18 +3,21 @@
 Imported only when Numba is installed; :class:`eegrad.GradientEstimator` uses it for NumPy
 arrays and CPU tensors (``engine="auto"`` or ``"numba"``). Per round the NumPy path makes four
 passes over d-vectors (δ = G − m, ‖δ‖², δ/γ, m += δ/γ); here the gradient and the pulled arm's
-mean are read once and the new mean written once.
+mean are read once and the new mean written once
+(:func:`.welford_kernels.fold_coordinate`).
 """
 
 from __future__ import annotations
 
 import numba as nb
 
+from .welford_kernels import fold_coordinate
+
 
 # reassoc/contract: the sum runs in SIMD lanes (a fixed order for a given build, not NumPy's);
 # no 'nnan'/'ninf': a non-finite gradient must reach the sum, which is how it is detected.
 @nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def tell_pass(g, ref, centred, mean, new_mean, inv_count):  # pragma: no cover - compiled
+def tell_pass(g, ref, centred, mean, new_mean, count):  # pragma: no cover - compiled
     """δ = G − r − m (r only if ``centred``) and m + δ/γ into ``new_mean``; returns Σ δ².
 
     The new mean goes to another row than the old one, so that the caller commits the round
@@ -28,9 +31,8 @@ def tell_pass(g, ref, centred, mean, new_mean, inv_count):  # pragma: no cover -
         Subtract ``ref``.
     mean, new_mean : (d,) arrays
         The pulled arm's mean m before the round, and where m + δ/γ goes.
-    inv_count : scalar of the means' dtype
-        1/γ, γ the arm's count with this round (a multiplication per coordinate, not a
-        division).
+    count : scalar of the means' dtype
+        γ, the arm's count with this round.
 
     Returns
     -------
@@ -40,13 +42,12 @@ def tell_pass(g, ref, centred, mean, new_mean, inv_count):  # pragma: no cover -
     acc = 0.0
     if centred:
         for j in range(g.shape[0]):
-            delta = (g[j] - ref[j]) - mean[j]
+            delta, new = fold_coordinate(mean[j], g[j] - ref[j], count)
+            new_mean[j] = new
             acc += delta * delta
-            new_mean[j] = mean[j] + delta * inv_count
     else:
         for j in range(g.shape[0]):
-            delta = g[j] - mean[j]
+            delta, new = fold_coordinate(mean[j], g[j], count)
+            new_mean[j] = new
             acc += delta * delta
-            new_mean[j] = mean[j] + delta * inv_count
     return acc
-

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..theory import funcf_width
 from .index_kernels import CHI2_QUANTILE, KL_ROOT, index_cache, lazy_argmin
+from .welford_kernels import fold_coordinate
 
 #: Eq. (funcf), compiled from its one definition.
 _funcf_width = nb.njit(nogil=True, cache=True)(funcf_width)
@@ -48,9 +49,8 @@ def _welford(g, r, arm, count, mean, sq, sq_coord, per_coord):  # pragma: no cov
     cnt = count[r, arm]
     acc = 0.0
     for j in range(g.shape[0]):
-        old = mean[r, arm, j]
-        delta = g[j] - old
-        mean[r, arm, j] = old + delta / cnt
+        delta, new = fold_coordinate(mean[r, arm, j], g[j], cnt)
+        mean[r, arm, j] = new
         acc += delta * delta
         if per_coord:
             sq_coord[r, arm, j] += delta * delta * ((cnt - 1) / cnt)

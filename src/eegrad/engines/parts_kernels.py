@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import numba as nb
 
+from .welford_kernels import fold_coordinate
+
 
 # reassoc/contract: the sums run in SIMD lanes (a fixed order for a given build); no
 # 'nnan'/'ninf': a non-finite part must reach the sums, which is how it is detected.
 @nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def add_part(x, ref, has_ref, scale, mean_w, share, mean_u, with_u, inv_count):  # pragma: no cover
+def add_part(x, ref, has_ref, scale, mean_w, ratio_w, mean_u, with_u, count):  # pragma: no cover
     """Fold one array of one part into the running means; returns the two squared sums.
 
     Parameters
@@ -30,35 +32,34 @@ def add_part(x, ref, has_ref, scale, mean_w, share, mean_u, with_u, inv_count): 
     scale : float
         s, the factor on the update (1, or a clipping factor).
     mean_w : (m,) array
-        The weighted mean of the updates so far, updated in place: m_w + (ω/W)(u − m_w).
-    share : float
-        ω/W, the part's weight over the total weight with it.
+        The weighted mean of the updates so far, updated in place: m_w + (u − m_w)/(W/ω).
+    ratio_w : float
+        W/ω, the total weight with this part over its weight ω.
     mean_u : (m,) array
         The unweighted mean so far, updated in place where ``with_u``: m_u + (u − m_u)/k.
     with_u : bool
         Whether to keep the unweighted mean (rules that learn from the parts' spread).
-    inv_count : float
-        1/k, k the number of parts with this one.
+    count : float
+        k, the number of parts with this one.
 
     Returns
     -------
     (float, float)
-        Σ ω (u − m_w)·(u − m_w') / ω and Σ (u − m_u)·(u − m_u') over the array (primes: after
-        the update), in float64: the increments of Σω‖u − ū_ω‖² (times 1/ω) and of
-        Σ‖u − ū‖², each exact in exact arithmetic (West; Welford).
+        (1 − ω/W) Σ (u − m_w)² and (1 − 1/k) Σ (u − m_u)² over the array, in float64: the
+        increments of Σω‖u − ū_ω‖² (over ω) and of Σ‖u − ū‖² (West; Welford).
     """
     q = 0.0
     m2 = 0.0
     for j in range(x.shape[0]):
         u = scale * (float(ref[j]) - float(x[j])) if has_ref else scale * float(x[j])
-        dw = u - float(mean_w[j])
-        mean_w[j] = float(mean_w[j]) + share * dw
-        q += dw * (u - float(mean_w[j]))
+        dw, new_w = fold_coordinate(float(mean_w[j]), u, ratio_w)
+        mean_w[j] = new_w
+        q += dw * dw
         if with_u:
-            du = u - float(mean_u[j])
-            mean_u[j] = float(mean_u[j]) + inv_count * du
-            m2 += du * (u - float(mean_u[j]))
-    return q, m2
+            du, new_u = fold_coordinate(float(mean_u[j]), u, count)
+            mean_u[j] = new_u
+            m2 += du * du
+    return q * ((ratio_w - 1.0) / ratio_w), m2 * ((count - 1.0) / count)
 
 
 @nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
