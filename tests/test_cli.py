@@ -162,12 +162,12 @@ def test_rules_study_and_overlay(tmp_path):
 
 def test_rule_aliases_name_the_classes_the_rules_build():
     """--rule accepts class names; each must build that very class (no stale alias)."""
-    from eegrad.cli import _overlay_rules, _rule_name
+    from eegrad.cli import _overlay_rules, _registered_rule
     from eegrad.config import SelectorConfig
     from eegrad.experiment import build_selector
 
     for info in _overlay_rules():
-        rule = _rule_name(info.cls.__name__)
+        rule = _registered_rule(info.cls.__name__)
         assert rule == info.name
         assert type(build_selector(SelectorConfig(rule=rule))).__name__ == info.cls.__name__
 

@@ -104,7 +104,7 @@ def _add_selector_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beta", type=_float_or_oracle, help="beta >= max sigma_n^2, or 'oracle'")
     g.add_argument("--P", dest="P", type=_float_or_oracle, help="P >= S(w), or 'oracle'")
     g.add_argument("--c", type=_positive, help="Hanson-Wright constant c > 0 (default 1)")
-    g.add_argument("--rule", action="append", metavar="NAME", type=_rule_name,
+    g.add_argument("--rule", action="append", metavar="NAME", type=_registered_rule,
                    help="overlay another selection rule with its defaults (repeatable; "
                    "a registered rule's name, e.g. memory_kl_lcb, or its class's name, e.g. "
                    "MemoryKLLCB; "
@@ -119,7 +119,8 @@ def _overlay_rules() -> list[Any]:
     return [i for i in all_rules() if not i.required() and not getattr(i.cls, "uses_parts", False)]
 
 
-def _rule_name(value: str) -> str:
+def _registered_rule(value: str) -> str:
+    """The registered name of a rule given by its name or its class's name (``--rule``)."""
     for info in _overlay_rules():
         if value in (info.name, info.cls.__name__):
             return info.name

@@ -87,7 +87,9 @@ class ArmsConfig:
 class SelectorConfig:
     """A selection rule: ``rule``, the name of a registered rule (:func:`eegrad.all_rules`:
     ``"eegrad"``, ``"kl_lcb"``, ``"memory_thompson"``, ``"fixed"``...), ``label``, its name in
-    tables and figures (default: derived from the rule), and the rule's own parameters as the
+    tables and rows (default: derived from the rule and its parameters,
+    :attr:`eegrad.experiment.Method.name`; figures name it by its rule and parameters,
+    :attr:`~eegrad.experiment.Method.legend`), and the rule's own parameters as the
     other keys of the same table, checked by the rule's class — e.g. ``alpha``, ``beta``, ``P``,
     ``c`` for ``"eegrad"`` (Algorithm 1), ``n`` for ``"fixed"``, ``window`` for
     ``"memory_thompson"``. A parameter left out takes the class's default. ``horizon`` of

@@ -14,6 +14,7 @@ Protocol, per T-round estimate::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,8 @@ class Selector:
     #: (:func:`~eegrad.estimate_gradient`, :class:`~eegrad.GradientEstimator`). The choices
     #: and fits are the same.
     compiled_choice: bool = False
+    #: The registered name (set by :func:`~eegrad.selectors.register_rule`).
+    rule_name: str
     #: The method a class defines itself when the compiled engine runs it (``has_kernel``).
     kernel_method: str = "kernel_spec"
 
@@ -396,6 +399,20 @@ class Selector:
     def get_params(self) -> dict[str, Any]:
         """Hyper-parameters, as given to the constructor (for metadata and configs)."""
         return {}
+
+    @classmethod
+    def method_name(cls, params: Mapping[str, Any]) -> str:
+        """The name in tables of the rule configured with ``params`` (as given; the others
+        take their defaults): its registered name. A rule whose configurations a study tells
+        apart by a parameter overrides this and :meth:`method_legend`
+        (:class:`eegrad.experiment.Method`)."""
+        return cls.rule_name
+
+    @classmethod
+    def method_legend(cls, params: Mapping[str, Any], label: str) -> str:
+        """The name in figures of the rule configured with ``params``: its registered
+        ``label``."""
+        return label
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

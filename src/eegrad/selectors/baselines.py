@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,17 @@ class FixedArm(Selector):
     def get_params(self) -> dict[str, Any]:
         """``{'n': n}``."""
         return {"n": self.n}
+
+
+    @classmethod
+    def method_name(cls, params: Mapping[str, Any]) -> str:
+        """``mbo<n>``: the fixed oracle MBO(n)."""
+        return f"mbo{params['n']}"
+
+    @classmethod
+    def method_legend(cls, params: Mapping[str, Any], label: str) -> str:
+        """``MBO(n)``."""
+        return f"MBO({params['n']})"
 
     def kernel_spec(self, rounds: int) -> KernelSpec:
         """The compiled rule: arm n − 1 every round."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,19 @@ class EEGrad(IndexSelector):
     def get_params(self) -> dict[str, Any]:
         """``alpha``, ``beta``, ``P``, ``c``."""
         return {"alpha": self.alpha, "beta": self.beta, "P": self.P, "c": self.c}
+
+
+    @classmethod
+    def method_name(cls, params: Mapping[str, Any]) -> str:
+        """``eegrad``, or ``eegrad-c10`` where c differs from its default 1."""
+        c = params.get("c")
+        return cls.rule_name if c in (None, 1.0) else f"{cls.rule_name}-c{c:g}"
+
+    @classmethod
+    def method_legend(cls, params: Mapping[str, Any], label: str) -> str:
+        """The label, with c where it differs from its default 1."""
+        c = params.get("c")
+        return label if c in (None, 1.0) else f"{label}, c = {c:g}"
 
     def _truth_error(self) -> InvalidParameterError:
         which = [n for n in ("beta", "P") if getattr(self, n) == ORACLE]

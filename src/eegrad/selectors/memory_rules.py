@@ -4,6 +4,7 @@ evidence of all iterates (the model and its fit: :mod:`eegrad.selectors.memory`)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,20 @@ class MemoryKLLCB(MemoryRule):
     def get_params(self) -> dict[str, Any]:
         """``loglog``, ``shape``, ``discount``, ``window``, ``horizon``."""
         return {"loglog": self.loglog, **super().get_params(), "horizon": self.horizon}
+
+
+    @classmethod
+    def method_name(cls, params: Mapping[str, Any]) -> str:
+        """``memory_kl_lcb``, or ``memory_kl_lcb-h<horizon>`` where told a horizon (``KT``:
+        a study's K·T rounds)."""
+        h = params.get("horizon")
+        return cls.rule_name if h is None else f"{cls.rule_name}-h{h}"
+
+    @classmethod
+    def method_legend(cls, params: Mapping[str, Any], label: str) -> str:
+        """The label, with the horizon where told one."""
+        h = params.get("horizon")
+        return label if h is None else f"{label}, told {'K·T' if h == 'KT' else h}"
 
     def _level(self, t: int) -> float | np.ndarray:
         if self.horizon is None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._extras import missing_extra
+from ..experiment import Method
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,24 +24,19 @@ def _figure_class() -> Any:
 
 from .base import Study
 
-__all__ = ["PALETTE", "colours", "label", "legend_below", "profile_panels"]
+__all__ = ["PALETTE", "colours", "legend_below", "legends", "profile_panels"]
 
 #: One colour per method, stable across panels and figures.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
 
 
-def label(method: str) -> str:
-    if method.startswith("mbo"):
-        return f"MBO({method[3:]})"
-    if method.startswith("eegrad-c"):
-        return f"EE-Grad, c = {method[8:]}"
-    if method.startswith("memory_kl_lcb-h"):
-        told = method[len("memory_kl_lcb-h") :]
-        return f"kl-LCB with memory, told {'K·T' if told == 'KT' else told}"
-    from ..selectors import all_rules
-
-    return {info.name: info.label for info in all_rules()}.get(method, method)
+def legends(methods: Iterable[Method]) -> dict[str, str]:
+    """Each method's name in figures, by its name in the rows: its :attr:`~eegrad.experiment.
+    Method.legend`, or its name where two methods would share a legend."""
+    methods = list(methods)
+    taken = Counter(m.legend for m in methods)
+    return {m.name: m.legend if taken[m.legend] == 1 else m.name for m in methods}
 
 
 def colours(methods: list[str]) -> dict[str, str]:

@@ -17,11 +17,10 @@ from ..config import ConfigError, ExperimentConfig, check_profiles
 from ..estimators import control_variate_mean, quadratic_final_gaps
 from ..experiment import (
     build_objective,
-    build_selector,
     config_stream,
     initial_iterates,
     mean_se,
-    rule_name,
+    methods_of,
     rules_list,
 )
 from ..oracle import MiniBatchOracle
@@ -80,9 +79,9 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
             w0 = initial_iterates(cfg, objective.d, pi, ti, 0)
             star = float(arms.sigma2[arms.n_star - 1])
             optimal = float(theory.fixed_oracle_gaps(mean_f1, eta, star, T, K)[-1])
-            for r in rules_list(cfg):
-                name = rule_name(r)
-                out = run_sgd(oracle, build_selector(r, rounds=K * T), w0, K, T, eta,
+            for method in methods_of(cfg):
+                name = method.name
+                out = run_sgd(oracle, method.build(rounds=K * T), w0, K, T, eta,
                               rng=config_stream(cfg, pi, ti, 1), engine=cfg.engine)  # fmt: skip
                 X, Y = quadratic_final_gaps(out.w, out.counts, arms.sigma2, T, eta, star)
                 est, se, _ = control_variate_mean(X, Y, optimal, groups=min(20, R // 2))
@@ -106,10 +105,11 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
 
 
 def plot(study: Study) -> Any:
-    from .figures import label, legend_below, profile_panels
+    from .figures import legend_below, legends, profile_panels
 
     cfg = study.config
     profiles, methods, colour, fig, grid = profile_panels(study, rows=2)
+    label = legends(methods_of(cfg))
     axes, below = grid[0], grid[1]
     width = 0.8 / len(methods)
     T_small = min(r["T"] for r in study.rows)
@@ -131,7 +131,7 @@ def plot(study: Study) -> Any:
             ratio = [study.column("final_gap_ratio", profile=prof, method=m, T=T)[0] for T in Ts]
             se = [study.column("final_gap_ratio_se", profile=prof, method=m, T=T)[0] for T in Ts]
             ax.bar(pos + (j - (len(methods) - 1) / 2) * width, ratio, width, yerr=2 * np.array(se),
-                   color=colour[m], label=label(m), capsize=2, error_kw={"lw": 0.8})  # fmt: skip
+                   color=colour[m], label=label[m], capsize=2, error_kw={"lw": 0.8})  # fmt: skip
         ax.axhline(1.0, color="k", lw=1)
         ax.set_xticks(pos, [f"T = {T}" for T in Ts])
         ax.set_title(prof, fontsize=10)
@@ -147,9 +147,10 @@ def plot(study: Study) -> Any:
 def section(study: Study, image: str) -> Section:
     cfg = study.config
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
-    memory = [m for m in methods if m.startswith("memory")]
-    anytime = [m for m in memory if "-h" not in m]
-    told = [m for m in memory if "-h" in m]
+    known = {m.name: m for m in methods_of(cfg)}
+    memory = [m for m in methods if known[m].keeps_memory]
+    anytime = [m for m in memory if known[m].params.get("horizon") is None]
+    told = [m for m in memory if known[m].params.get("horizon") is not None]
     rows = [["profile", "T", *methods, "lock-in (memory rules)", "ideal misranking"]]
 
     def value(col: str, prof: str, m: str, T: int) -> float:

@@ -13,37 +13,27 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig, check_arms_table, need
+from ..config import ExperimentConfig, check_arms_table, need
 from ..experiment import (
+    Method,
     build_arms,
     build_oracle,
-    build_selector,
     config_stream,
     initial_iterates,
     mean_se,
     method_id,
-    rule_name,
+    methods_of,
 )
-from ..selectors import FixedArm, Selector
 from ..sgd import run_sgd
 from .base import Progress, Section, Study, StudyKind, ratio_se, register_study
 
 SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
 
 
-def _methods(cfg: ExperimentConfig, arms: Arms, T: int) -> list[tuple[str, Selector]]:
-    rounds = cfg.K * T
-    methods = [(rule_name(cfg.selector), build_selector(cfg.selector, rounds=rounds))]
-    methods += [(rule_name(r), build_selector(r, rounds=rounds)) for r in cfg.rules]
-    if cfg.baselines:
-        names = {m for m, _ in methods}
-        methods += [(f"mbo{n}", FixedArm(n)) for n in arms.n if f"mbo{n}" not in names]
-    seen: set[str] = set()
-    for name, _ in methods:
-        if name in seen:
-            raise ConfigError(f"Two methods are named {name!r}: give one a 'label'.")
-        seen.add(name)
-    return methods
+def _methods(cfg: ExperimentConfig, arms: Arms) -> list[Method]:
+    """The selector, the ``[[rules]]`` and, with ``baselines``, each fixed oracle MBO(n)."""
+    fixed = [Method("fixed", {"n": int(n)}) for n in arms.n] if cfg.baselines else []
+    return methods_of(cfg, fixed)
 
 
 def run(cfg: ExperimentConfig, tick: Progress) -> Study:
@@ -55,10 +45,11 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
     for ti, T in enumerate(cfg.T):
         oracle = build_oracle(cfg, T)
         w0 = initial_iterates(cfg, oracle.d, ti, 0)
-        for name, selector in _methods(cfg, oracle.arms, T):
+        for method in _methods(cfg, oracle.arms):
+            name = method.name
             out = run_sgd(
                 oracle,
-                selector,
+                method.build(rounds=cfg.K * T),
                 w0,
                 cfg.K,
                 T,
@@ -81,12 +72,14 @@ def plot(study: Study) -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import NullLocator
 
-    from .figures import colours, label
+    from .figures import colours, legends
 
     cfg = study.config
     Ts = list(cfg.T)
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
     colour = colours(methods)
+    known = {m.name: m for T in Ts for m in _methods(cfg, study.extra["arms"][T])}
+    label = legends(known.values())
     # Fixed margins rather than a layout engine, and no minor ticks on the log axis: each
     # costs a full extra draw, and together they dominated the command's wall time.
     fig = Figure(figsize=(4.2 * len(Ts), 3.8))
@@ -100,13 +93,14 @@ def plot(study: Study) -> Any:
             k = study.column("k", T=T, method=m)
             mean = study.column("gap_mean", T=T, method=m)
             se = study.column("gap_se", T=T, method=m)
-            lw = 2.2 if not m.startswith("mbo") else 1.4
-            ax.plot(k, mean, marker="o", ms=3.5, lw=lw, color=colour[m], label=label(m))
+            fixed = known[m].rule == "fixed"
+            lw = 2.2 if not fixed else 1.4
+            ax.plot(k, mean, marker="o", ms=3.5, lw=lw, color=colour[m], label=label[m])
             # ±2 SE of log(mean) by the delta method (SE/mean): a band that stays positive.
             spread = np.exp(2 * se / mean)
             ax.fill_between(k, mean / spread, mean * spread, color=colour[m], alpha=0.18, lw=0)
-            if closed_form and m.startswith("mbo"):
-                n = int(m[3:])
+            if closed_form and fixed:
+                n = int(known[m].value("n"))
                 J = theory.fixed_oracle_gaps(mean[0], cfg.eta[0], arms.sigma2[n - 1], T, cfg.K)
                 ax.plot(k, J, ls="--", lw=1.0, color=colour[m])
         ax.set_yscale("log")
@@ -136,7 +130,7 @@ def section(study: Study, image: str) -> Section:
     ratios = []
     for T in cfg.T:
         arms = study.extra["arms"][T]
-        best = f"mbo{arms.n_star}"
+        best = Method("fixed", {"n": arms.n_star}).name
         rule = study.rows[0]["method"]
         ee = study.column("gap_mean", T=T, method=rule)[-1]
         ee_se = study.column("gap_se", T=T, method=rule)[-1]
@@ -146,8 +140,9 @@ def section(study: Study, image: str) -> Section:
         ratios.append(r)
         within = total = 0
         for n in arms.n:
-            m = study.column("gap_mean", T=T, method=f"mbo{n}")
-            se = study.column("gap_se", T=T, method=f"mbo{n}")
+            fixed = Method("fixed", {"n": int(n)}).name
+            m = study.column("gap_mean", T=T, method=fixed)
+            se = study.column("gap_se", T=T, method=fixed)
             if m.size == 0:
                 continue
             rho = (1 - cfg.eta[0]) ** 2 + cfg.eta[0] ** 2 * arms.sigma2[n - 1] / T
