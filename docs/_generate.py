@@ -42,7 +42,15 @@ def write_config_reference(path: Path) -> None:
     for key, tp, default in _rows(cfgmod.ExperimentConfig):
         lines.append(f"| `{key}` | {tp} | `{default}` |".replace("||", "|"))
     from eegrad.selectors import all_rules
+    from eegrad.studies import COMMON_KEYS, all_studies
 
+    lines += ["", ("Each study reads the common keys (" + ", ".join(f"`{k}`" for k in COMMON_KEYS)
+              + ") and its own; a configuration that sets a key its study does not read is "
+              "refused when it is read, naming the key:"), "", "| study | its own keys |",
+              "|---|---|"]  # fmt: skip
+    for kind in all_studies():
+        own = "any" if kind.keys is None else ", ".join(f"`{k}`" for k in kind.keys)
+        lines.append(f"| `{kind.name}` | {own} |")
     lines += ["", ("A rule's table (`[selector]`, `[[rules]]`) holds `rule`, `label` and the "
               "parameters of the rule's class:"), "", "| rule | class | parameters | compiled |",
               "|---|---|---|---|"]  # fmt: skip

@@ -2,7 +2,7 @@ import pytest
 
 from eegrad.config import ConfigError, preset_names
 from eegrad.experiment import build_arms, build_selector
-from eegrad.studies import config_from_dict, load_config, load_preset
+from eegrad.studies import config_from_dict, load_config, load_preset, run_study
 
 
 def test_presets_load_and_match_the_paper():
@@ -75,3 +75,37 @@ def test_config_is_data_not_code(tmp_path):
     f.write_text("name = \"__import__('os').system('false')\"\n[arms]\nsigma2 = [1.0]\n")
     cfg = load_config(f)
     assert cfg.name.startswith("__import__")  # kept as a string, never evaluated
+
+
+@pytest.mark.parametrize(
+    ("preset", "overrides", "key"),
+    [
+        ("rules", {"K": 3}, "'K' in .* is not read by study 'rules'"),
+        ("theorem1", {"profiles": [{"name": "p", "sigma2": [1.0]}]}, "'profiles' in"),
+        ("figure1", {"w": [1.0, 1.0]}, "'w' in .* is not read by study 'sgd'"),
+        ("rules", {"T": [4, 50]}, r"'T' in .* must be >= 2N = 6 for profile 'paper'"),
+        ("rules", {"w": [1.0]}, "'w' in .* must be a list of d = 2 floats"),
+        ("rules", {"rules": [{"rule": "memory_kl_lcb", "horizon": "KT"}]}, "'horizon' in"),
+        ("memory", {"noise": "uniform"}, "'noise' in .* must be 'gaussian' for study 'memory'"),
+        ("memory", {"realizations": 3}, "'realizations' in .* must be >= 4"),
+        ("memory", {"objective.kind": "diagonal_quadratic", "objective.h": [1.0, 2.0]},
+         "'objective.kind' in .* must be 'quadratic'"),
+        ("theorem1", {"selector": {"rule": "kl_lcb"}}, "'selector.rule' in .* must be 'eegrad'"),
+        ("theorem1", {"w": [0.0, 0.0]}, r"'w' in .* S\(w\) > 0"),
+        ("theorem2", {"selector": {"rule": "thompson"}}, "'selector.rule' in .* must be 'eegrad'"),
+        ("figure1", {"objective.kind": "diagonal_quadratic"}, "'objective.h' in"),
+    ],
+)
+def test_a_study_s_own_keys_are_checked_when_read(preset, overrides, key):
+    """Each study declares the keys it reads and checks them, alone and together, when the
+    configuration is read: a file that loads is one that runs."""
+    with pytest.raises(ConfigError, match=key):
+        load_preset(preset, overrides)
+
+
+def test_run_study_checks_a_configuration_built_in_code():
+    import dataclasses
+
+    cfg = dataclasses.replace(load_preset("memory"), noise="uniform")
+    with pytest.raises(ConfigError, match="'noise' in the configuration"):
+        run_study(cfg)

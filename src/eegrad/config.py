@@ -336,7 +336,8 @@ def check_profiles(cfg: ExperimentConfig, where: str) -> None:
 
 
 def check_values(cfg: ExperimentConfig, where: str) -> None:
-    """The values of the keys every study shares (realizations, K, T, eta, seed, init_scale)."""
+    """The values of the keys every study shares (realizations, K, T, eta, seed, init_scale,
+    the objective)."""
     need(cfg.realizations >= 1, "realizations", where, "an integer >= 1", cfg.realizations)
     need(cfg.K >= 1, "K", where, "an integer >= 1", cfg.K)
     need(len(cfg.T) >= 1 and all(t >= 1 for t in cfg.T), "T", where, "a non-empty list of T >= 1",
@@ -345,6 +346,10 @@ def check_values(cfg: ExperimentConfig, where: str) -> None:
          cfg.eta)  # fmt: skip
     need(cfg.seed >= 0, "seed", where, "an integer >= 0", cfg.seed)
     need(cfg.init_scale > 0, "init_scale", where, "a float > 0", cfg.init_scale)
+    o = cfg.objective
+    need(o.d >= 1, "objective.d", where, "an integer >= 1", o.d)
+    need(o.kind != "diagonal_quadratic" or o.h is not None, "objective.h", where,
+         "given for kind 'diagonal_quadratic'", o.h)  # fmt: skip
 
 
 def dimension(cfg: ExperimentConfig) -> int:

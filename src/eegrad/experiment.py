@@ -61,13 +61,9 @@ def method_id(name: str) -> int:
 
 def build_objective(cfg: ExperimentConfig) -> Objective:
     """The objective F a configuration names (``[objective]``)."""
-    o = cfg.objective
+    o = cfg.objective  # checked when read (eegrad.config.check_values)
     if o.kind == "quadratic":
-        if o.d < 1:
-            raise ConfigError(f"Key 'objective.d' must be an integer >= 1. Got {o.d!r} instead.")
         return Quadratic(d=o.d)
-    if o.h is None:
-        raise ConfigError("Key 'objective.h' must be given for kind 'diagonal_quadratic'.")
     return QuadraticForm(np.diag(o.h))
 
 

@@ -171,7 +171,7 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _run_task(cfg_data: dict[str, Any]) -> list[dict[str, Any]]:
     """One task, in a worker: run the study on one chunk; returns its rows."""
-    return run_study(config_from_dict(cfg_data)).rows
+    return run_study(config_from_dict(cfg_data, own_keys=False)).rows  # written out whole
 
 
 def _task_path(out: Path, cell: int, chunk: int) -> Path:

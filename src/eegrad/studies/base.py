@@ -7,8 +7,9 @@ the report read this registry; a new study is one module plus its preset.
 
 A configuration names its study, so reading one is done here, above :mod:`eegrad.config`:
 :func:`config_from_dict` and :func:`load_config` build the configuration, check the keys every
-study shares and then the study's own (its :attr:`StudyKind.check`); :func:`run_study` and
-:func:`study_work` dispatch to the study a configuration names.
+study shares, refuse a key the study does not read (its :attr:`StudyKind.keys`) and check the
+study's own keys together (its :attr:`StudyKind.check`), so that a file that loads is one that
+runs; :func:`run_study` and :func:`study_work` dispatch to the study a configuration names.
 
 A finished :class:`Study` is its configuration and its tables. :func:`load_study` rebuilds one
 from a results folder (``metadata.json`` and the CSVs), so that a figure or a report can be
@@ -34,10 +35,12 @@ from ..config import (
     check_arms_table,
     check_values,
     config_data,
+    need,
     preset_path,
 )
 
 __all__ = [
+    "COMMON_KEYS",
     "MergeSpec",
     "Section",
     "Study",
@@ -56,6 +59,9 @@ __all__ = [
 ]
 
 Progress = Callable[[int], Any]
+
+#: The configuration keys every study reads (its own are :attr:`StudyKind.keys`).
+COMMON_KEYS = ("study", "name", "seed", "realizations", "engine", "spawn_key")
 
 #: How a sweep merges a study's chunks: the key columns, the (mean, SE) column pairs merged as
 #: means over realizations, and columns that must agree between chunks.
@@ -119,6 +125,18 @@ def own_rules_options(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_methods(cfg: ExperimentConfig, where: str, *, iterates: bool) -> None:
+    """The methods of a study that compares rules (:func:`eegrad.experiment.methods_of`): no
+    two of one name, and ``horizon = "KT"`` only where the study runs K iterates of T rounds
+    (``iterates``)."""
+    from ..experiment import methods_of
+
+    for m in methods_of(cfg):
+        need(iterates or m.params.get("horizon") != "KT", "horizon", where,
+             f"a number for study {cfg.study!r}, which runs no K iterates ('KT' is K·T rounds)",
+             "KT")  # fmt: skip
+
+
 def no_derived_facts(study: Study) -> None:
     """The default ``derive`` of a study: its figure and paragraph need only its tables."""
 
@@ -149,8 +167,13 @@ class StudyKind:
     merge : MergeSpec or None
         How sweeps merge its chunks; None: it cannot be swept.
     check : callable
-        ``check(cfg, where)``: the study's own configuration keys, checked when a configuration
-        is read (:func:`eegrad.config.need` gives the standard error); default: the arms table.
+        ``check(cfg, where)``: the study's own configuration keys, alone and together, checked
+        when a configuration is read and again by :func:`run_study`
+        (:func:`eegrad.config.need` gives the standard error); default: the arms table.
+    keys : tuple of str or None
+        The top-level configuration keys the study reads beside :data:`COMMON_KEYS`; a
+        configuration that sets another is refused when it is read, naming the key. None: any
+        key of :class:`~eegrad.config.ExperimentConfig` (no declaration).
     options : callable
         ``options(overrides) -> overrides``: how ``eegrad reproduce``'s options (dotted keys:
         ``selector.c``, ``rules``, ...) apply to the study; default: all but ``--rule`` overlays.
@@ -174,6 +197,7 @@ class StudyKind:
     derive: Callable[[Study], None] = no_derived_facts
     merge: MergeSpec | None = None
     check: Callable[[ExperimentConfig, str], None] = check_arms_table
+    keys: tuple[str, ...] | None = None
     options: Callable[[dict[str, Any]], dict[str, Any]] = without_overlays
     summary: str = ""
     small: dict[str, Any] = field(default_factory=dict)
@@ -216,22 +240,30 @@ def study_kind(name: str) -> StudyKind:
                       f"{', '.join(k.name for k in all_studies())}.")  # fmt: skip
 
 
-def config_from_dict(data: dict[str, Any], where: str = "the configuration") -> ExperimentConfig:
+def config_from_dict(data: dict[str, Any], where: str = "the configuration", *,
+                     own_keys: bool = True) -> ExperimentConfig:  # fmt: skip
     """Validate a mapping (e.g. parsed TOML) into an :class:`~eegrad.config.ExperimentConfig`:
     its keys and types (:func:`eegrad.config.build_config`), its ``study`` (a registered one),
-    the keys every study shares (:func:`eegrad.config.check_values`) and the study's own keys
-    (its :attr:`StudyKind.check`).
-
-    Checks that involve several keys (feasible values, T >= 2N...) are made when the
-    experiment is built, with the same error type.
+    the keys every study shares (:func:`eegrad.config.check_values`), no key the study does not
+    read (:attr:`StudyKind.keys`; ``own_keys=False`` skips this for a configuration written
+    out whole, e.g. a results folder's metadata) and the study's own keys, alone and together
+    (its :attr:`StudyKind.check`: e.g. T >= 2N of every profile of study ``rules``).
     """
     cfg = build_config(data, where)
     names = [k.name for k in all_studies()]
     if cfg.study not in names:
         raise ConfigError(f"Key 'study' in {where} must be one of {', '.join(map(repr, names))}. "
                           f"Got {cfg.study!r} instead.")  # fmt: skip
+    kind = study_kind(cfg.study)
+    if own_keys and kind.keys is not None:
+        for key in data:
+            if key not in COMMON_KEYS and key not in kind.keys:
+                raise ConfigError(
+                    f"Key {key!r} in {where} is not read by study {cfg.study!r}, which reads: "
+                    f"{', '.join((*COMMON_KEYS, *kind.keys))}."
+                )
     check_values(cfg, where)
-    study_kind(cfg.study).check(cfg, where)  # the study's own keys
+    kind.check(cfg, where)  # the study's own keys
     return cfg
 
 
@@ -251,8 +283,13 @@ def study_work(cfg: ExperimentConfig) -> int:
 
 
 def run_study(cfg: ExperimentConfig, progress: Progress | None = None) -> Study:
-    """Run the study a configuration names; ``progress(units)`` is called as work completes."""
-    return study_kind(cfg.study).run(cfg, progress or (lambda units: None))
+    """Run the study a configuration names; ``progress(units)`` is called as work completes.
+    The study's own checks run first (a configuration built in code, not read, is checked
+    here)."""
+    kind = study_kind(cfg.study)
+    check_values(cfg, "the configuration")
+    kind.check(cfg, "the configuration")
+    return kind.run(cfg, progress or (lambda units: None))
 
 
 def _cell(text: str) -> Any:
@@ -278,7 +315,7 @@ def load_study(folder: str | Path) -> Study:
     if not meta_path.exists():
         raise ConfigError(f"No metadata.json in {str(folder)!r}: not a study's results folder.")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    cfg = config_from_dict(meta["config"], str(meta_path))
+    cfg = config_from_dict(meta["config"], str(meta_path), own_keys=False)
     kind = study_kind(cfg.study)
     study = Study(cfg, kind.columns)
     study.rows = [{k: _cell(v) for k, v in r.items()} for r in read_table(folder / f"{cfg.name}.csv")]

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig, check_profiles
+from ..config import ExperimentConfig, check_profiles, need
 from ..estimators import control_variate_mean, quadratic_final_gaps
 from ..experiment import (
     build_objective,
@@ -25,7 +25,15 @@ from ..experiment import (
 )
 from ..oracle import MiniBatchOracle
 from ..sgd import run_sgd
-from .base import Progress, Section, Study, StudyKind, own_rules_options, register_study
+from .base import (
+    Progress,
+    Section,
+    Study,
+    StudyKind,
+    check_methods,
+    own_rules_options,
+    register_study,
+)
 
 MEMORY_COLUMNS = ("profile", "T", "method", "final_gap_ratio", "final_gap_ratio_se",
                   "final_gap_ratio_direct", "final_gap_ratio_direct_se", "lock_in",
@@ -57,14 +65,6 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
     delete-a-group jackknife. The direct estimate (the mean of the last-step expectations) is
     reported beside it. All methods share the initial iterates and the noise streams.
     """
-    if cfg.objective.kind != "quadratic":
-        raise ConfigError("Study 'memory' needs objective.kind = 'quadratic' (its closed form).")
-    if cfg.noise != "gaussian":
-        raise ConfigError("Study 'memory' needs noise = 'gaussian' (its control variate is exact "
-                          f"for Gaussian noise); got {cfg.noise!r}.")  # fmt: skip
-    if cfg.realizations < 4:
-        raise ConfigError("Study 'memory' needs realizations >= 4 (its jackknife standard "
-                          f"error); got {cfg.realizations}.")  # fmt: skip
     study = Study(cfg, MEMORY_COLUMNS)
     pulls: list[dict[str, Any]] = []
     study.tables[f"{cfg.name}_pulls"] = (pulls, MEMORY_PULLS_COLUMNS)
@@ -221,13 +221,28 @@ def section(study: Study, image: str) -> Section:
     return Section("Selection with memory across iterates", [text], image, rows)
 
 
+def check(cfg: ExperimentConfig, where: str) -> None:
+    """The profiles, and what the estimate needs: F = ½‖w‖² (its closed form), Gaussian noise
+    (the control variate is exact for it) and realizations >= 4 (the jackknife)."""
+    check_profiles(cfg, where)
+    need(cfg.objective.kind == "quadratic", "objective.kind", where,
+         "'quadratic' for study 'memory' (its closed form)", cfg.objective.kind)  # fmt: skip
+    need(cfg.noise == "gaussian", "noise", where, "'gaussian' for study 'memory' (its control "
+         "variate is exact for Gaussian noise)", cfg.noise)  # fmt: skip
+    need(cfg.realizations >= 4, "realizations", where, ">= 4 for study 'memory' (its jackknife "
+         "standard error)", cfg.realizations)  # fmt: skip
+    check_methods(cfg, where, iterates=True)
+
+
 def work(cfg: ExperimentConfig) -> int:
     return cfg.realizations * cfg.K * sum(cfg.T) * len(cfg.profiles) * len(rules_list(cfg))
 
 
 KIND = register_study(StudyKind(
     name="memory", preset="memory", columns=MEMORY_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check_profiles, options=own_rules_options,
+    section=section, check=check, options=own_rules_options,
+    keys=("T", "K", "eta", "init_scale", "noise", "objective", "arms", "selector", "rules",
+          "profiles"),
     summary=("rules with memory across iterates against per-iterate rules, final gap relative to "
             "the optimal oracle in the Figure 1 setting."),
     small={"realizations": 8, "T": [50], "K": 2}, rank=5,

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ConfigError, ExperimentConfig, check_profiles
+from ..config import ExperimentConfig, check_profiles, dimension, need
 from ..estimators import arm_sum
 from ..experiment import (
     build_objective,
@@ -23,7 +23,15 @@ from ..experiment import (
     rules_list,
 )
 from ..oracle import MiniBatchOracle
-from .base import Progress, Section, Study, StudyKind, own_rules_options, register_study
+from .base import (
+    Progress,
+    Section,
+    Study,
+    StudyKind,
+    check_methods,
+    own_rules_options,
+    register_study,
+)
 
 RULES_COLUMNS = ("profile", "T", "method", "regret", "regret_se", "lai_robbins", "lock_in",
                  "realizations")  # fmt: skip
@@ -54,8 +62,6 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
         arms = Arms(prof.sigma2)
         oracle = MiniBatchOracle(objective, arms, noise=cfg.noise)
         at = oracle.at(w)
-        if grid[0] < 2 * arms.N:
-            raise ConfigError(f"Key 'T' must be >= 2N = {2 * arms.N} for profile {prof.name!r}.")
         lr = theory.lai_robbins_regret(arms.sigma2, np.array(grid, dtype=float), objective.d)
         for method in methods_of(cfg):
             name = method.name
@@ -177,13 +183,26 @@ def section(study: Study, image: str) -> Section:
     return Section("Selection rules", [text], image, rows)
 
 
+def check(cfg: ExperimentConfig, where: str) -> None:
+    """The profiles, T >= 2N for each (the warm-up pulls every arm twice), the iterate ``w``
+    in the objective's dimension and the rules."""
+    check_profiles(cfg, where)
+    for p in cfg.profiles:
+        need(min(cfg.T) >= 2 * len(p.sigma2), "T", where,
+             f">= 2N = {2 * len(p.sigma2)} for profile {p.name!r}", cfg.T)  # fmt: skip
+    d = dimension(cfg)
+    need(len(cfg.w) == d, "w", where, f"a list of d = {d} floats", cfg.w)
+    check_methods(cfg, where, iterates=False)
+
+
 def work(cfg: ExperimentConfig) -> int:
     return cfg.realizations * max(cfg.T) * len(cfg.profiles) * len(rules_list(cfg))
 
 
 KIND = register_study(StudyKind(
     name="rules", preset="rules", columns=RULES_COLUMNS, run=run, work=work, plot=plot,
-    section=section, check=check_profiles, options=own_rules_options,
+    section=section, check=check, options=own_rules_options,
+    keys=("T", "w", "noise", "objective", "selector", "rules", "profiles"),
     merge=(("profile", "T", "method"), (("regret", "regret_se"),), ("lock_in", "lai_robbins")),
     summary=("normalised regret of every selection rule on three arm profiles, T from 50 to "
             "20000, against the Lai-Robbins asymptote."),

@@ -25,7 +25,15 @@ from ..experiment import (
     methods_of,
 )
 from ..sgd import run_sgd
-from .base import Progress, Section, Study, StudyKind, ratio_se, register_study
+from .base import (
+    Progress,
+    Section,
+    Study,
+    StudyKind,
+    check_methods,
+    ratio_se,
+    register_study,
+)
 
 SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
 
@@ -187,11 +195,14 @@ def work(cfg: ExperimentConfig) -> int:
 def check(cfg: ExperimentConfig, where: str) -> None:
     check_arms_table(cfg, where)
     need(len(cfg.eta) == 1, "eta", where, "one step size for study 'sgd'", cfg.eta)
+    check_methods(cfg, where, iterates=True)
 
 
 KIND = register_study(StudyKind(
     name="sgd", preset="figure1", columns=SGD_COLUMNS, run=run, work=work, plot=plot,
     section=section, check=check, derive=derive, options=dict,
+    keys=("T", "K", "eta", "noise", "init_scale", "baselines", "objective", "arms", "selector",
+          "rules"),
     merge=(("T", "method", "k"), (("gap_mean", "gap_se"),), ()),
     summary=("the paper's Section 6 (d = 2, F = w'w/2, M(w) = diag(w^2), Gaussian noise, "
             "sigma^2 = (50, 26, 16.7) at T = 50 scaled by T/50, T = 50, 200, 3000, K = 5, "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import theory
-from ..config import ConfigError, ExperimentConfig, check_arms_table, dimension, need
+from ..config import ExperimentConfig, check_arms_table, dimension, need
 from ..estimators import arm_sum
 from ..experiment import (
     build_arms,
@@ -39,15 +39,11 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
     study = Study(cfg, THEOREM1_COLUMNS)
     R = cfg.realizations
     sel_cfg = cfg.selector
-    if sel_cfg.rule != "eegrad":
-        raise ConfigError("Study 'theorem1' needs selector.rule = 'eegrad' (Z_T is EE-Grad's).")
     for ti, T in enumerate(cfg.T):
         oracle = build_oracle(cfg, T)
         arms = oracle.arms
         w = np.tile(np.asarray(cfg.w, dtype=float), (R, 1))
-        S = float(oracle.at(w[:1]).S[0])
-        if S <= 0:
-            raise ConfigError(f"Key 'w' must give S(w) > 0 for study 'theorem1'. Got {cfg.w!r}.")
+        S = float(oracle.at(w[:1]).S[0])  # > 0 (checked when the configuration is read)
         grad = oracle.objective.grad(w)
         star_T = arms.sigma2_star / T
         # The optimal oracle, measured.
@@ -182,13 +178,18 @@ def work(cfg: ExperimentConfig) -> int:
 
 def check(cfg: ExperimentConfig, where: str) -> None:
     check_arms_table(cfg, where)
+    need(cfg.selector.rule == "eegrad", "selector.rule", where,
+         "'eegrad' for study 'theorem1' (Z_T is EE-Grad's)", cfg.selector.rule)  # fmt: skip
     d = dimension(cfg)
     need(len(cfg.w) == d, "w", where, f"a list of d = {d} floats", cfg.w)
+    S = float(build_oracle(cfg, cfg.T[0]).at(np.asarray([cfg.w], dtype=float)).S[0])
+    need(S > 0, "w", where, "an iterate with S(w) > 0 for study 'theorem1'", cfg.w)
 
 
 KIND = register_study(StudyKind(
     name="theorem1", preset="theorem1", columns=THEOREM1_COLUMNS, run=run, work=work, plot=plot,
     section=section, check=check, derive=derive, options=c_grid_options,
+    keys=("T", "w", "noise", "objective", "arms", "selector", "c_values"),
     merge=(
         ("T", "method", "c"),
         (("error_mean", "error_se"), ("identity_lhs_mean", "identity_lhs_se"),

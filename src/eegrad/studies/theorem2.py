@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from .. import theory
-from ..config import ConfigError, ExperimentConfig
+from ..config import ExperimentConfig, check_arms_table, need
 from ..experiment import (
+    build_objective,
     build_oracle,
     build_selector,
     c_values,
@@ -38,12 +39,8 @@ def run(cfg: ExperimentConfig, tick: Progress) -> Study:
     T = cfg.T[0]
     oracle = build_oracle(cfg, T)
     arms = oracle.arms
-    obj = oracle.objective
-    if obj.m is None or obj.L is None:
-        raise ConfigError("Study 'theorem2' needs an objective with known m and L.")
+    obj = oracle.objective  # with known m and L (checked when the configuration is read)
     sel_cfg = cfg.selector
-    if sel_cfg.rule != "eegrad":
-        raise ConfigError("Study 'theorem2' needs selector.rule = 'eegrad' (τ is EE-Grad's).")
     w0 = initial_iterates(cfg, oracle.d, 0)
     gap0 = obj.gap(w0)
     m, L = obj.m, obj.L
@@ -173,13 +170,24 @@ def derive(study: Study) -> None:
                        O={c: float(np.sum(weights * O)) for c, O in excess.items()})  # fmt: skip
 
 
+def check(cfg: ExperimentConfig, where: str) -> None:
+    """The arms table, EE-Grad as the selector (τ is its), an objective with known m and L."""
+    check_arms_table(cfg, where)
+    need(cfg.selector.rule == "eegrad", "selector.rule", where,
+         "'eegrad' for study 'theorem2' (τ is EE-Grad's)", cfg.selector.rule)  # fmt: skip
+    obj = build_objective(cfg)
+    need(obj.m is not None and obj.L is not None, "objective", where,
+         "an objective with known m and L for study 'theorem2'", cfg.objective.kind)  # fmt: skip
+
+
 def work(cfg: ExperimentConfig) -> int:
     return cfg.realizations * cfg.T[0] * len(cfg.eta) * (len(c_values(cfg)) + 1)
 
 
 KIND = register_study(StudyKind(
     name="theorem2", preset="theorem2", columns=THEOREM2_COLUMNS, run=run, work=work, plot=plot,
-    section=section, derive=derive, options=c_grid_options,
+    section=section, derive=derive, options=c_grid_options, check=check,
+    keys=("T", "eta", "noise", "init_scale", "objective", "arms", "selector", "c_values"),
     summary=("one-step contraction against tau(eta) over a grid of step sizes."),
     small={"realizations": 50, "eta": [0.2, 0.85]}, rank=3,
 ))  # fmt: skip
