@@ -33,7 +33,6 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from collections.abc import Iterable
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.lib.format as npy_format
 from flwr.app import (
     Array,
     ArrayRecord,
@@ -52,7 +50,6 @@ from flwr.app import (
     MetricRecord,
     RecordDict,
 )
-from flwr.common.constant import SType
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
@@ -68,51 +65,19 @@ from .._validation import (
     fail,
 )
 from ..arms import feasible_arms, per_client_spend
-from ..checkpoint import (
-    CheckpointError,
-    capture_state,
-    read_checkpoint,
-    restore_state,
-    write_checkpoint,
-)
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..parts import PullAccumulator, update_norm2
 from ..results import append_row, write_table
 from ..selectors import Selector, SpreadThompson, default_selector
 from ..spread import SpreadSums
+from .checkpointing import resume, save_round
 from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
+from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 
 __all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
 
-
-def array_view(array: Array) -> np.ndarray:
-    """A read-only NumPy view of a Flower ``Array``'s bytes, without the copy that
-    ``Array.numpy()`` (``np.load``) makes: the ``.npy`` header is parsed and the data viewed in
-    place. Other serialisations, and object arrays, go through ``Array.numpy()`` (which refuses
-    pickles)."""
-    if array.stype != SType.NUMPY:
-        return array.numpy()
-    data = array.data
-    head = io.BytesIO(data)
-    version = npy_format.read_magic(head)
-    if version not in ((1, 0), (2, 0)):
-        return array.numpy()
-    read = npy_format.read_array_header_1_0 if version == (1, 0) else \
-        npy_format.read_array_header_2_0
-    shape, fortran, dtype = read(head)
-    if dtype.hasobject:
-        return array.numpy()
-    count = math.prod(shape)
-    flat = np.frombuffer(data, dtype=dtype, count=count, offset=head.tell())
-    return flat.reshape(shape, order="F" if fortran else "C")
-
-
-def _cast_like(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """A step computed in float64 back to the model's dtype (integers rounded, e.g. a batch
-    normalisation's step counter)."""
-    return (np.rint(x) if dtype.kind in "iub" else x).astype(dtype)
 
 #: Columns of the per-round records (and of ``csv_path``).
 RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
@@ -489,7 +454,7 @@ class EEGradStrategy(Strategy):
                    "step-scale": scale}  # fmt: skip
         self._metrics[server_round] = metrics
         if self.checkpoint is not None:
-            self._write_checkpoint(server_round, new_arrays)
+            save_round(self, server_round, new_arrays)
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
@@ -585,76 +550,8 @@ class EEGradStrategy(Strategy):
         out = {}
         for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
             new = w - (self.server_lr * scale) * g.reshape(w.shape)
-            out[k] = Array(new if new.dtype == w.dtype else _cast_like(new, w.dtype))
+            out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
         return ArrayRecord(out)
-
-    # -- checkpoint and resume ------------------------------------------------------------------
-    def _fingerprint(self, model: dict[str, np.ndarray]) -> dict[str, Any]:
-        """What a checkpoint must share with this strategy to continue it."""
-        sel = self.selector if self._rule_given else None
-        n = np.arange(1.0, self.max_arms + 2.0)
-        return {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
-                "D(1..N+1)": [float(x) for x in self.aggregation(n)],
-                "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
-                "weighted_by_key": self.weighted_by_key,
-                "rule": "default" if sel is None else type(sel).__name__,
-                "rule parameters": None if sel is None else repr(sel.get_params()),
-                "privacy": repr(self.privacy), "secure_sums": self.secure_sums,
-                "model arrays": [[k, list(a.shape), a.dtype.str] for k, a in model.items()]}  # fmt: skip
-
-    def _write_checkpoint(self, server_round: int, new_arrays: ArrayRecord | None) -> None:
-        rnd = self._round
-        model = ({k: array_view(new_arrays[k]) for k in rnd["keys"]} if new_arrays is not None
-                 else dict(zip(rnd["keys"], rnd["model"], strict=True)))  # fmt: skip
-        fields = {"round": server_round, "steps_taken": self._steps_taken, "cost": self._cost,
-                  "num_nodes": self._num_nodes, "dim": self.estimator.dim,
-                  "records": self.records, "metrics": self._metrics,
-                  "accountant": None if self._private is None else
-                  self._private.accountant.state_dict(),
-                  "sampling_rng": self._sampling_rng, "noise_rng": self._noise_rng,
-                  "estimator": self.estimator}  # fmt: skip
-        tree, arrays = capture_state(fields)
-        for i, a in enumerate(model.values()):
-            arrays[f"model{i}"] = a
-        state = {"fingerprint": self._fingerprint(model), "model keys": list(model),
-                 "state": tree}  # fmt: skip
-        write_checkpoint(self.checkpoint, state, arrays)
-
-    def _resume(self, initial_arrays: ArrayRecord) -> ArrayRecord:
-        """Load the checkpoint into this strategy; returns the model to continue from."""
-        tree, arrays = read_checkpoint(self.checkpoint)
-        keys = tree["model keys"]
-        model = {k: arrays.pop(f"model{i}") for i, k in enumerate(keys)}
-        given = {k: array_view(initial_arrays[k]) for k in initial_arrays}
-        saved_fp, here = tree["fingerprint"], self._fingerprint(model)
-        here["model arrays"] = [[k, list(a.shape), a.dtype.str] for k, a in given.items()]
-        differ = [k for k in saved_fp if saved_fp[k] != here.get(k)]
-        if differ:
-            what = "; ".join(f"{k}: {saved_fp[k]!r} in the checkpoint, {here.get(k)!r} here"
-                             for k in differ)  # fmt: skip
-            raise CheckpointError(f"The checkpoint {self.checkpoint} is of another run: {what}.")
-        state = tree["state"]["__dict__"]
-        self._setup(state["num_nodes"], state["dim"])  # the fresh selector and estimator
-        # The rule's and the estimator's state (the rule is the estimator's), in place.
-        live = {"sampling_rng": self._sampling_rng, "noise_rng": self._noise_rng,
-                "estimator": self.estimator}  # fmt: skip
-        restored = restore_state(live, {"__dict__": {k: state[k] for k in live}}, arrays,
-                                 "checkpoint")  # fmt: skip
-        self._sampling_rng, self._noise_rng = restored["sampling_rng"], restored["noise_rng"]
-        if self._private is not None:
-            self._private.rng = self._noise_rng
-        plain = restore_state(None, {"__dict__": {k: state[k] for k in (
-            "round", "steps_taken", "cost", "records", "metrics", "accountant")}}, arrays,
-            "checkpoint")  # fmt: skip
-        if plain["accountant"] is not None:
-            self._private.accountant.load_state_dict(plain["accountant"])
-        self._offset = plain["round"]
-        self._steps_taken, self._cost = plain["steps_taken"], plain["cost"]
-        self.records = plain["records"]
-        self._metrics = {int(k): v for k, v in plain["metrics"].items()}
-        if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
-            write_table(self.csv_path, self.records, self.columns)
-        return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,
@@ -667,7 +564,7 @@ class EEGradStrategy(Strategy):
         self.stopped = None
         arrays = initial_arrays
         if self.checkpoint is not None and self.checkpoint.exists():
-            arrays = self._resume(initial_arrays)
+            arrays = resume(self, initial_arrays)
             log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
                 "at round %d of %d", self.checkpoint, self._offset, self._offset + 1,
                 num_rounds)  # fmt: skip
