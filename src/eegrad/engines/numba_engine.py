@@ -1,8 +1,18 @@
-"""The compiled engine: blocks of realizations run by Numba kernels on threads."""
+"""The compiled engine: blocks of realizations run by Numba kernels on threads.
+
+A rule with a compiled index declares how the engine runs it (its
+:class:`~eegrad.selectors.base.KernelSpec`); the engine looks the spec's ``kernel`` up in its
+registry of kernels (:func:`register_kernel`): ``"index"`` (the per-iterate rules,
+:func:`.numba_kernels.run_block`) and ``"memory"`` (the rules with memory,
+:func:`.memory_kernels.run_memory_block`). A new compiled rule is its rule module plus its
+kernel module in :mod:`eegrad.engines`, which registers a kernel under a new name; the engine
+imports the package's modules when it meets a name it does not know, so no list is edited.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -10,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from .._random import RealizationStreams
+from .._validation import InvalidParameterError
 from ..oracle import IterateOracle
 from ..selectors.base import KernelSpec, Selector, has_kernel
 
-__all__ = ["run_rounds", "unsupported_reason"]
+__all__ = ["KernelRun", "register_kernel", "run_blocks", "run_rounds", "unsupported_reason"]
 
 
 
@@ -56,13 +67,52 @@ def run_rounds(
     """Run T rounds for all blocks; returns Σ_t G_t of shape (R, d) and the counts after each
     round in ``checkpoints`` (shape (k, R, N)), and leaves the selector's counts and
     statistics as the NumPy engine would."""
+    spec = selector.kernel_spec(T)
+    kernel = _kernel(spec.kernel)
+    run = KernelRun.prepare(at, spec, streams, checkpoints)
+    kernel(run, selector, spec, T, streams, threads)
+    return run.total, run.ckpt_counts
+
+
+#: A kernel: ``kernel(run, selector, spec, T, streams, threads)`` runs T rounds of every block
+#: (:func:`run_blocks`), fills ``run`` and leaves the selector's counts and statistics as the
+#: NumPy engine would (``selector.absorb``).
+Kernel = Callable[..., None]
+
+_KERNELS: dict[str, Kernel] = {}
+
+
+def register_kernel(name: str) -> Callable[[Kernel], Kernel]:
+    """Decorator: register a kernel under the name a rule's ``KernelSpec.kernel`` gives."""
+
+    def decorate(kernel: Kernel) -> Kernel:
+        _KERNELS[name] = kernel
+        return kernel
+
+    return decorate
+
+
+def _kernel(name: str) -> Kernel:
+    """The registered kernel ``name``, after the engines' modules are imported if needed."""
+    if name not in _KERNELS:
+        from .._discover import import_package_modules
+
+        import_package_modules(__package__)
+    try:
+        return _KERNELS[name]
+    except KeyError:
+        raise InvalidParameterError(
+            f"No compiled kernel is registered as {name!r} (a rule's KernelSpec.kernel); known: "
+            f"{', '.join(map(repr, _KERNELS))}."
+        ) from None
+
+
+@register_kernel("index")
+def _run_index_rounds(run: KernelRun, selector: Selector, spec: KernelSpec, T: int,
+                      streams: RealizationStreams, threads: int | None) -> None:  # fmt: skip
+    """The per-iterate rules (:func:`numba_kernels.run_block`, the rule by its code)."""
     from . import numba_kernels as k
 
-    spec = selector.kernel_spec(T)
-    run = _Run.prepare(at, spec, streams, checkpoints)
-    if spec.kernel == "memory":
-        _run_memory_rounds(run, selector, spec, T, streams, threads)
-        return run.total, run.ckpt_counts
     rule, params = k.RULE_CODES[spec.rule], np.array(spec.params or (0.0,), dtype=np.float64)
     P = np.zeros(run.total.shape[0]) if spec.P is None else spec.P
 
@@ -71,15 +121,17 @@ def run_rounds(
                     rule, params, P[sl], T, run.total[sl], run.count[sl], run.mean[sl],
                     run.sq_dev[sl], spec.keep_stats, run.ckpts, ckpts)  # fmt: skip
 
-    _run_blocks(block, run, streams, threads)
+    run_blocks(block, run, streams, threads)
     selector.absorb(run.count, T, run.mean, run.sq_dev)
-    return run.total, run.ckpt_counts
 
 
 @dataclass
-class _Run:
-    """The arrays one compiled run fills: the oracle's, the outputs, the arms' statistics and
-    the counts at the checkpoints, for all realizations (each block writes its own slice)."""
+class KernelRun:
+    """The arrays one compiled run fills: the oracle's (``scale`` = √σ_n², ``grad`` = ∇F(w),
+    ``sqrt_m`` = √diag M(w)), the outputs (``total`` = Σ_t G_t), the arms' statistics
+    (``count``, ``mean``, ``sq_dev``, ``sq_coord``) and the counts at the checkpoints
+    (``ckpts``, ``ckpt_counts``), for all realizations; each block writes its own slice.
+    ``sgens``: the blocks' streams for a rule's own draws."""
 
     scale: np.ndarray
     grad: np.ndarray
@@ -95,7 +147,7 @@ class _Run:
 
     @classmethod
     def prepare(cls, at: IterateOracle, spec: KernelSpec, streams: RealizationStreams,
-                checkpoints: np.ndarray | None) -> _Run:  # fmt: skip
+                checkpoints: np.ndarray | None) -> KernelRun:  # fmt: skip
         R, d = at.grad.shape
         N = at.arms.N
         ckpts = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
@@ -110,7 +162,8 @@ class _Run:
         )  # fmt: skip
 
 
-def _run_blocks(block: Any, run: _Run, streams: RealizationStreams, threads: int | None) -> None:
+def run_blocks(block: Any, run: KernelRun, streams: RealizationStreams,
+               threads: int | None) -> None:  # fmt: skip
     """``block(b, slice, checkpoint counts)`` for every block, on the thread pool; each block
     writes only its own slices, so the schedule cannot change a result."""
 
@@ -132,7 +185,8 @@ def _run_blocks(block: Any, run: _Run, streams: RealizationStreams, threads: int
             f.result()
 
 
-def _run_memory_rounds(run: _Run, selector: Selector, spec: KernelSpec, T: int,
+@register_kernel("memory")
+def _run_memory_rounds(run: KernelRun, selector: Selector, spec: KernelSpec, T: int,
                        streams: RealizationStreams, threads: int | None) -> None:  # fmt: skip
     """The rules with memory: the round's refit and index compiled per realization
     (:func:`memory_kernels.run_memory_block`); the refit of the past iterates at an iterate's
@@ -153,6 +207,6 @@ def _run_memory_rounds(run: _Run, selector: Selector, spec: KernelSpec, T: int,
                            run.sq_dev[sl], run.sq_coord[sl], s2[sl], cache[0][sl], cache[1][sl],
                            cache[2][sl], run.ckpts, ckpts)  # fmt: skip
 
-    _run_blocks(block, run, streams, threads)
+    run_blocks(block, run, streams, threads)
     selector.absorb(run.count, T, run.mean, run.sq_dev,
                     sq_coord=None if scalar else run.sq_coord, sigma2=s2)  # fmt: skip

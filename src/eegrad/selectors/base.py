@@ -41,19 +41,21 @@ def _per_realization(value: Any, name: str, owner: str, R: int,
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """How the compiled engine runs a rule (:mod:`eegrad.engines.numba_kernels`,
-    :mod:`eegrad.engines.memory_kernels`): a rule with a
-    compiled index returns one from :meth:`Selector.kernel_spec`, so the engine needs no edit
+    """How the compiled engine runs a rule: a rule with a compiled index returns one from
+    :meth:`Selector.kernel_spec`, and the engine interprets it, so the engine needs no edit
     per rule.
 
     Attributes
     ----------
-    kernel : {"index", "memory"}
-        ``"index"``: the per-iterate kernel (``run_block``); ``"memory"``: the kernel of the rules
-        with memory (``run_memory_block``).
+    kernel : str
+        The name of a kernel registered with the engine
+        (:func:`eegrad.engines.numba_engine.register_kernel`): ``"index"``, the per-iterate
+        kernel (``numba_kernels.run_block``); ``"memory"``, the kernel of the rules with memory
+        (``memory_kernels.run_memory_block``); or the name a new rule's own kernel module
+        registers.
     rule : str
-        The rule's name among that kernel's indices (``numba_kernels.RULE_CODES``,
-        ``memory_kernels.MEMORY_CODES``).
+        The rule's name for that kernel (for the package's: among ``numba_kernels.RULE_CODES``
+        or ``memory_kernels.MEMORY_CODES``).
     params : tuple of float
         The rule's numbers, in the kernel's order for that rule.
     P : ndarray of shape (R,), optional
