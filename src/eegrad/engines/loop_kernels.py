@@ -16,7 +16,8 @@ from .welford_kernels import fold_coordinate
 
 # reassoc/contract: the sum runs in SIMD lanes (a fixed order for a given build, not NumPy's);
 # no 'nnan'/'ninf': a non-finite gradient must reach the sum, which is how it is detected.
-@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+# arcp: δ/γ by one reciprocal of the loop-invariant γ (a multiply per coordinate, not a division).
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract", "arcp"})
 def tell_pass(g, ref, centred, mean, new_mean, count):  # pragma: no cover - compiled
     """δ = G − r − m (r only if ``centred``) and m + δ/γ into ``new_mean``; returns Σ δ².
 

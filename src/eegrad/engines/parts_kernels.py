@@ -17,7 +17,8 @@ from .welford_kernels import fold_coordinate
 
 # reassoc/contract: the sums run in SIMD lanes (a fixed order for a given build); no
 # 'nnan'/'ninf': a non-finite part must reach the sums, which is how it is detected.
-@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+# arcp: the divisions by W/ω and k as multiplications by their reciprocals.
+@nb.njit(nogil=True, cache=True, fastmath={"reassoc", "contract", "arcp"})
 def add_part(x, ref, has_ref, scale, mean_w, ratio_w, mean_u, with_u, count):  # pragma: no cover
     """Fold one array of one part into the running means; returns the two squared sums.
 
