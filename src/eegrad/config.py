@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,6 +25,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from ._validation import InvalidParameterError
+
+if TYPE_CHECKING:
+    from .selectors import RuleInfo, Selector
 
 __all__ = [
     "ArmsConfig",
@@ -85,27 +88,84 @@ class ArmsConfig:
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """A selection rule: ``rule``, the name of a registered rule (:func:`eegrad.all_rules`:
-    ``"eegrad"``, ``"kl_lcb"``, ``"memory_thompson"``, ``"fixed"``...), ``label``, its name in
-    tables and rows (default: derived from the rule and its parameters,
-    :attr:`eegrad.experiment.Method.name`; figures name it by its rule and parameters,
-    :attr:`~eegrad.experiment.Method.legend`), and the rule's own parameters as the
-    other keys of the same table, checked by the rule's class — e.g. ``alpha``, ``beta``, ``P``,
-    ``c`` for ``"eegrad"`` (Algorithm 1), ``n`` for ``"fixed"``, ``window`` for
-    ``"memory_thompson"``. A parameter left out takes the class's default. ``horizon`` of
-    ``"memory_kl_lcb"`` may also be ``"KT"``: the study's K·T rounds at each T."""
+    """A selection rule — a method of a study, as a value: ``rule``, the name of a registered
+    rule (:func:`eegrad.all_rules`: ``"eegrad"``, ``"kl_lcb"``, ``"memory_thompson"``,
+    ``"fixed"``...), ``label``, its name in tables and rows (default: :attr:`name`, derived
+    from the rule and its parameters; figures name it by :attr:`legend`), and the rule's own
+    parameters as the other keys of the same table, checked by the rule's class — e.g.
+    ``alpha``, ``beta``, ``P``, ``c`` for ``"eegrad"`` (Algorithm 1), ``n`` for ``"fixed"``,
+    ``window`` for ``"memory_thompson"``. A parameter left out takes the class's default. A
+    parameter the rule lists in ``run_rounds_params`` (``horizon`` of ``"memory_kl_lcb"``) may
+    also be ``"KT"``: the study's K·T rounds at each T.
+
+    Code that needs to know what a method is reads this value (its rule, :meth:`value`,
+    :attr:`keeps_memory`), never its name.
+
+    Examples
+    --------
+    >>> from eegrad.config import SelectorConfig
+    >>> m = SelectorConfig("memory_kl_lcb", params={"horizon": "KT"})
+    >>> m.name, m.legend, m.keeps_memory
+    ('memory_kl_lcb-hKT', 'kl-LCB with memory, told K·T', True)
+    >>> SelectorConfig("fixed", params={"n": 3}).name
+    'mbo3'
+    """
 
     rule: str = "eegrad"
     label: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def info(self) -> RuleInfo:
+        """The rule's registry entry."""
+        from .selectors import rule_info
+
+        return rule_info(self.rule)
+
     def value(self, key: str) -> Any:
         """The parameter ``key`` as configured, else the rule's default."""
         if key in self.params:
             return self.params[key]
-        from .selectors import rule_info
+        return self.info.parameters()[key].default
 
-        return rule_info(self.rule).parameters()[key].default
+    @property
+    def name(self) -> str:
+        """The name in tables and the method's stream key: the ``label``, else the rule's own
+        (:meth:`~eegrad.selectors.Selector.method_name`: ``"mbo3"``, ``"eegrad-c10"``...)."""
+        return self.label or self.info.cls.method_name(self.params)
+
+    @property
+    def legend(self) -> str:
+        """The name in figures, from the rule's registered label and its parameters
+        (:meth:`~eegrad.selectors.Selector.method_legend`: ``"MBO(3)"``, ``"EE-Grad, c = 10"``)."""
+        return self.info.cls.method_legend(self.params, self.info.label)
+
+    @property
+    def keeps_memory(self) -> bool:
+        """Whether the rule keeps its evidence across SGD iterates."""
+        return bool(self.info.cls.keeps_memory)
+
+    @property
+    def told_run_rounds(self) -> tuple[str, ...]:
+        """The parameters given as ``"KT"`` (the run's total rounds, resolved by :meth:`build`)."""
+        from .selectors.base import RUN_ROUNDS
+
+        return tuple(k for k in self.info.cls.run_rounds_params if self.params.get(k) == RUN_ROUNDS)
+
+    def build(self, c: float | None = None, rounds: int | None = None) -> Selector:
+        """The selector, built by the rule registry (``c`` overrides the configured c;
+        ``rounds``, the run's total rounds K·T, resolves the parameters given as ``"KT"``)."""
+        from .selectors import make_rule
+
+        params = dict(self.params)
+        if c is not None:
+            params["c"] = c
+        for key in self.told_run_rounds:
+            if rounds is None:
+                raise ConfigError(f"Key {key!r} = 'KT' needs a study that runs K iterates of T "
+                                  "rounds ('sgd' or 'memory').")  # fmt: skip
+            params[key] = rounds
+        return make_rule(self.rule, **params)
 
     def __getattr__(self, key: str) -> Any:
         # ``sel.c``: the rule's parameter as :meth:`value` gives it (only for the rule's own
@@ -236,7 +296,8 @@ def _type_error(key: str, where: str, tp: Any, value: Any) -> ConfigError:
 def _build_selector(data: dict[str, Any], prefix: str, where: str) -> SelectorConfig:
     """A rule's table: ``rule``, ``label`` and the parameters of the rule's class, each checked
     by building the rule (its constructor's own errors, naming the parameter and the rule)."""
-    from .selectors import make_rule, rule_info, rule_names
+    from .selectors import rule_info, rule_names
+    from .selectors.base import RUN_ROUNDS
 
     rule = data.get("rule", "eegrad")
     if not isinstance(rule, str) or rule not in rule_names():
@@ -261,7 +322,8 @@ def _build_selector(data: dict[str, Any], prefix: str, where: str) -> SelectorCo
                 f"({info.cls.__name__}). Expected one of: rule, label, {', '.join(accepted)}."
             )
         hint = hints.get(key, Any)
-        if not (key == "horizon" and value == "KT") and hint is not Any:
+        told_rounds = key in info.cls.run_rounds_params and value == RUN_ROUNDS
+        if not told_rounds and hint is not Any:
             value = _convert(value, hint, f"{prefix}.{key}", where)  # the class's annotation
         params[key] = value
     for key in info.required():
@@ -273,14 +335,12 @@ def _build_selector(data: dict[str, Any], prefix: str, where: str) -> SelectorCo
             "which the simulator does not produce; use it through "
             "GradientEstimator.tell_parts or eegrad.flower."
         )
-    trial = dict(params)
-    if trial.get("horizon") == "KT" and "horizon" in accepted:
-        trial["horizon"] = 1  # the study's K·T, known when the study runs
+    sel = SelectorConfig(rule=rule, label=label, params=params)
     try:
-        make_rule(rule, **trial)
+        sel.build(rounds=1)  # a "KT" parameter as one round: the run's K·T is known later
     except (InvalidParameterError, TypeError) as exc:
         raise ConfigError(f"In {where}, table {prefix!r}: {exc}") from None
-    return SelectorConfig(rule=rule, label=label, params=params)
+    return sel
 
 
 def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:

@@ -13,8 +13,7 @@ which other methods run beside it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -24,10 +23,9 @@ from .config import ConfigError, ExperimentConfig, SelectorConfig
 from .costs import LinearAggregation, LogAggregation, PowerAggregation, PowerCost
 from .objectives import Objective, Quadratic, QuadraticForm
 from .oracle import MiniBatchOracle
-from .selectors import RuleInfo, Selector, make_rule, rule_info
+from .selectors import Selector
 
 __all__ = [
-    "Method",
     "build_arms",
     "build_objective",
     "build_oracle",
@@ -91,82 +89,11 @@ def build_oracle(cfg: ExperimentConfig, T: int) -> MiniBatchOracle:
     return MiniBatchOracle(build_objective(cfg), build_arms(cfg, T), noise=cfg.noise)
 
 
-@dataclass(frozen=True)
-class Method:
-    """A method of a study as a value: the registered rule, its parameters as configured (the
-    others take the class's defaults) and the name the configuration gave it (``label``).
-
-    Its name in tables, rows and random streams (:attr:`name`) and in figures (:attr:`legend`)
-    derive from it — the rule's class says how (:meth:`~eegrad.selectors.Selector.method_name`,
-    :meth:`~eegrad.selectors.Selector.method_legend`) — and code that needs to know what a
-    method is reads the value (its rule, :meth:`value`, :attr:`keeps_memory`), never its name.
-
-    Examples
-    --------
-    >>> from eegrad.experiment import Method
-    >>> m = Method("memory_kl_lcb", {"horizon": "KT"})
-    >>> m.name, m.legend, m.keeps_memory
-    ('memory_kl_lcb-hKT', 'kl-LCB with memory, told K·T', True)
-    >>> Method("fixed", {"n": 3}).name
-    'mbo3'
-    """
-
-    rule: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    label: str | None = None
-
-    @classmethod
-    def of(cls, sel: SelectorConfig) -> Method:
-        """The method a configuration's rule table describes."""
-        return cls(sel.rule, dict(sel.params), sel.label)
-
-    @property
-    def info(self) -> RuleInfo:
-        """The rule's registry entry."""
-        return rule_info(self.rule)
-
-    def value(self, key: str) -> Any:
-        """The parameter ``key`` as configured, else the rule's default."""
-        if key in self.params:
-            return self.params[key]
-        return self.info.parameters()[key].default
-
-    @property
-    def name(self) -> str:
-        """The name in tables and the method's stream key (:func:`method_id`): the configured
-        ``label``, else the rule's own (e.g. ``"mbo3"``, ``"eegrad-c10"``, ``"thompson"``)."""
-        return self.label or self.info.cls.method_name(self.params)
-
-    @property
-    def legend(self) -> str:
-        """The name in figures, from the rule's registered label and its parameters (e.g.
-        ``"MBO(3)"``, ``"EE-Grad, c = 10"``)."""
-        return self.info.cls.method_legend(self.params, self.info.label)
-
-    @property
-    def keeps_memory(self) -> bool:
-        """Whether the rule keeps its evidence across SGD iterates."""
-        return bool(self.info.cls.keeps_memory)
-
-    def build(self, c: float | None = None, rounds: int | None = None) -> Selector:
-        """The selector, built by the rule registry (``c`` overrides the configured c;
-        ``rounds``, the run's total rounds, resolves ``horizon = "KT"``)."""
-        params = dict(self.params)
-        if c is not None:
-            params["c"] = c
-        if params.get("horizon") == "KT":
-            if rounds is None:
-                raise ConfigError("Key 'horizon' = 'KT' needs a study that runs K iterates of T "
-                                  "rounds ('sgd' or 'memory').")  # fmt: skip
-            params["horizon"] = rounds
-        return make_rule(self.rule, **params)
-
-
 def build_selector(
     sel: SelectorConfig, c: float | None = None, rounds: int | None = None
 ) -> Selector:
-    """The selector a configuration names (:meth:`Method.build`)."""
-    return Method.of(sel).build(c=c, rounds=rounds)
+    """The selector a configuration names (:meth:`~eegrad.config.SelectorConfig.build`)."""
+    return sel.build(c=c, rounds=rounds)
 
 
 def mean_se(x: np.ndarray) -> tuple[float, float]:
@@ -198,10 +125,11 @@ def rules_list(cfg: ExperimentConfig) -> list[SelectorConfig]:
     return [cfg.selector, *cfg.rules]
 
 
-def methods_of(cfg: ExperimentConfig, extra: Iterable[Method] = ()) -> list[Method]:
+def methods_of(cfg: ExperimentConfig,
+               extra: Iterable[SelectorConfig] = ()) -> list[SelectorConfig]:  # fmt: skip
     """The methods a comparison study runs (:func:`rules_list`, then ``extra`` whose names are
     not taken); two methods of one name are refused, naming it."""
-    methods = [Method.of(s) for s in rules_list(cfg)]
+    methods = rules_list(cfg)
     names = {m.name for m in methods}
     methods += [m for m in extra if m.name not in names]
     seen: set[str] = set()

@@ -85,8 +85,7 @@ def welford_deviation_torch(x: Any, mean: Any, count: float, out: Any = None) ->
 
 def welford_fold_torch(mean: Any, delta: Any, count: float) -> Any:
     r""":func:`welford_fold` for one tensor: :math:`m \leftarrow m + \delta/\gamma`, in place."""
-    return mean.add_(delta.to(mean.dtype), alpha=1.0 / count) if delta.dtype != mean.dtype \
-        else mean.add_(delta, alpha=1.0 / count)
+    return mean.add_(delta, alpha=1.0 / count)  # in the mean's dtype
 
 
 class ArmStatistics:

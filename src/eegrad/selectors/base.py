@@ -39,6 +39,11 @@ def _per_realization(value: Any, name: str, owner: str, R: int,
     return x
 
 
+#: The value of a :attr:`Selector.run_rounds_params` parameter that stands for the run's total
+#: rounds K·T (e.g. ``horizon = "KT"`` of ``memory_kl_lcb`` in a configuration).
+RUN_ROUNDS = "KT"
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """How the compiled engine runs a rule: a rule with a compiled index returns one from
@@ -113,6 +118,9 @@ class Selector:
     compiled_choice: bool = False
     #: The registered name (set by :func:`~eegrad.selectors.register_rule`).
     rule_name: str
+    #: Parameters that a configuration may give as :data:`RUN_ROUNDS` (``"KT"``): the total
+    #: rounds of the run, K iterates of T, known when a study runs it.
+    run_rounds_params: tuple[str, ...] = ()
     #: The method a class defines itself when the compiled engine runs it (``has_kernel``).
     kernel_method: str = "kernel_spec"
 
@@ -407,7 +415,7 @@ class Selector:
         """The name in tables of the rule configured with ``params`` (as given; the others
         take their defaults): its registered name. A rule whose configurations a study tells
         apart by a parameter overrides this and :meth:`method_legend`
-        (:class:`eegrad.experiment.Method`)."""
+        (:class:`eegrad.config.SelectorConfig`'s ``name`` and ``legend``)."""
         return cls.rule_name
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_integer, check_real, renamed
+from .base import RUN_ROUNDS
 from .memory import MemoryRule
 from .registry import register_rule
 from .rules import kl_lcb_ratio, kl_threshold
@@ -56,6 +57,8 @@ class MemoryKLLCB(MemoryRule):
         Past iterates refitted exactly (see the module's notes); None: all.
     """
 
+    run_rounds_params = ("horizon",)
+
     def __init__(
         self,
         loglog: float = 0.0,
@@ -88,7 +91,7 @@ class MemoryKLLCB(MemoryRule):
     def method_legend(cls, params: Mapping[str, Any], label: str) -> str:
         """The label, with the horizon where told one."""
         h = params.get("horizon")
-        return label if h is None else f"{label}, told {'K·T' if h == 'KT' else h}"
+        return label if h is None else f"{label}, told {'K·T' if h == RUN_ROUNDS else h}"
 
     def _level(self, t: int) -> float | np.ndarray:
         if self.horizon is None:

@@ -127,14 +127,14 @@ def own_rules_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def check_methods(cfg: ExperimentConfig, where: str, *, iterates: bool) -> None:
     """The methods of a study that compares rules (:func:`eegrad.experiment.methods_of`): no
-    two of one name, and ``horizon = "KT"`` only where the study runs K iterates of T rounds
-    (``iterates``)."""
+    two of one name, and a parameter given as ``"KT"`` only where the study runs K iterates of
+    T rounds (``iterates``)."""
     from ..experiment import methods_of
 
     for m in methods_of(cfg):
-        need(iterates or m.params.get("horizon") != "KT", "horizon", where,
-             f"a number for study {cfg.study!r}, which runs no K iterates ('KT' is K·T rounds)",
-             "KT")  # fmt: skip
+        for key in m.told_run_rounds:
+            need(iterates, key, where, f"a number for study {cfg.study!r}, which runs no K "
+                 "iterates ('KT' is K·T rounds)", "KT")  # fmt: skip
 
 
 def no_derived_facts(study: Study) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._extras import missing_extra
-from ..experiment import Method
+from ..config import SelectorConfig
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,9 +31,10 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
             "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
 
 
-def legends(methods: Iterable[Method]) -> dict[str, str]:
-    """Each method's name in figures, by its name in the rows: its :attr:`~eegrad.experiment.
-    Method.legend`, or its name where two methods would share a legend."""
+def legends(methods: Iterable[SelectorConfig]) -> dict[str, str]:
+    """Each method's name in figures, by its name in the rows: its
+    :attr:`~eegrad.config.SelectorConfig.legend`, or its name where two methods would share a
+    legend."""
     methods = list(methods)
     taken = Counter(m.legend for m in methods)
     return {m.name: m.legend if taken[m.legend] == 1 else m.name for m in methods}

@@ -149,8 +149,8 @@ def section(study: Study, image: str) -> Section:
     methods = list(dict.fromkeys(r["method"] for r in study.rows))
     known = {m.name: m for m in methods_of(cfg)}
     memory = [m for m in methods if known[m].keeps_memory]
-    anytime = [m for m in memory if known[m].params.get("horizon") is None]
-    told = [m for m in memory if known[m].params.get("horizon") is not None]
+    told = [m for m in memory if known[m].params.get("horizon") is not None]  # told a horizon
+    anytime = [m for m in memory if m not in told]
     rows = [["profile", "T", *methods, "lock-in (memory rules)", "ideal misranking"]]
 
     def value(col: str, prof: str, m: str, T: int) -> float:

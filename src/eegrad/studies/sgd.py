@@ -13,9 +13,8 @@ import numpy as np
 
 from .. import theory
 from ..arms import Arms
-from ..config import ExperimentConfig, check_arms_table, need
+from ..config import ExperimentConfig, SelectorConfig, check_arms_table, need
 from ..experiment import (
-    Method,
     build_arms,
     build_oracle,
     config_stream,
@@ -38,10 +37,14 @@ from .base import (
 SGD_COLUMNS = ("T", "method", "k", "gap_mean", "gap_se", "realizations")
 
 
-def _methods(cfg: ExperimentConfig, arms: Arms) -> list[Method]:
+def _fixed(n: int) -> SelectorConfig:
+    """The fixed oracle MBO(n) as a method."""
+    return SelectorConfig("fixed", params={"n": int(n)})
+
+
+def _methods(cfg: ExperimentConfig, arms: Arms) -> list[SelectorConfig]:
     """The selector, the ``[[rules]]`` and, with ``baselines``, each fixed oracle MBO(n)."""
-    fixed = [Method("fixed", {"n": int(n)}) for n in arms.n] if cfg.baselines else []
-    return methods_of(cfg, fixed)
+    return methods_of(cfg, [_fixed(n) for n in arms.n] if cfg.baselines else [])
 
 
 def run(cfg: ExperimentConfig, tick: Progress) -> Study:
@@ -138,7 +141,7 @@ def section(study: Study, image: str) -> Section:
     ratios = []
     for T in cfg.T:
         arms = study.extra["arms"][T]
-        best = Method("fixed", {"n": arms.n_star}).name
+        best = _fixed(arms.n_star).name
         rule = study.rows[0]["method"]
         ee = study.column("gap_mean", T=T, method=rule)[-1]
         ee_se = study.column("gap_se", T=T, method=rule)[-1]
@@ -148,7 +151,7 @@ def section(study: Study, image: str) -> Section:
         ratios.append(r)
         within = total = 0
         for n in arms.n:
-            fixed = Method("fixed", {"n": int(n)}).name
+            fixed = _fixed(n).name
             m = study.column("gap_mean", T=T, method=fixed)
             se = study.column("gap_se", T=T, method=fixed)
             if m.size == 0:
