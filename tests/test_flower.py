@@ -78,7 +78,8 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     arms = [r["arm"] for r in strategy.records]
     # Replay: the same rule, the same stream (the strategy's first child), the same updates,
     # told as a stack (the streamed sums equal the stack's to rounding).
-    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N)),
+    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N),
+                                              noise_order=2),
                                strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
     for n, (_, parts, weights) in zip(arms, told, strict=True):
         assert replay.ask() == n
@@ -384,7 +385,8 @@ def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
     told = _told_updates(monkeypatch)
     strategy = _strategy()
     res = _start(strategy, LocalGrid(_app(), K, seed=2), 25)
-    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N)),
+    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N),
+                                              noise_order=2),
                                strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
     w = np.zeros(D)
     rhos = []

@@ -123,3 +123,49 @@ def test_a_sums_only_server_names_what_is_missing():
         _start(_strategy(secure_sums=True), LocalGrid(_app(), K, seed=5), 1)
     with pytest.raises(InvalidParameterError, match="'secure_sums'"):
         _strategy(secure_sums=True, privacy=CentralDP(1.0, 1.0, 1e-5))
+
+
+def test_second_order_noise_closed_forms_for_parts_and_sums():
+    """A noise of variance τ²/ω + κ²/ω² (several local steps on the same samples): for n of K
+    clients drawn without replacement with unequal weights, E y = x·(S², τ², κ²) for the pair
+    sum (pair_design, order=2), E Q = x·(S², τ², κ²) for the weighted spread of the sums
+    (sums_design with Σ1/ω), and E‖ū − μ̄‖² = S²(Σp² − 1/K) + τ²Σp²/ω + κ²Σp²/ω². Each over
+    20,000 rounds: the mean of the statistic over its expectation is 1 within 4 SE (SE from the
+    rounds' spread)."""
+    from eegrad.spread import pair_design, pair_sum, predicted_variance
+
+    rng = np.random.default_rng(4)
+    K, d, n, tau2, kappa2 = 12, 3, 5, 2.0, 6.0
+    mu = rng.standard_normal((K, d)) * 1.5
+    mubar = mu.mean(axis=0)
+    S2 = mu.var(axis=0, ddof=1).sum()
+    theta = np.array([S2, tau2, kappa2])
+    ratios = {"pairs": [], "sums": [], "mean": []}
+    for _ in range(20_000):
+        pick = rng.choice(K, n, replace=False)
+        w = rng.uniform(0.5, 4.0, n)
+        sd = np.sqrt((tau2 / w + kappa2 / w**2) / d)
+        parts = mu[pick] + rng.standard_normal((n, d)) * sd[:, None]
+        ratios["pairs"].append(pair_sum(parts, w) / (pair_design(w, order=2) @ theta))
+        sums = spread_sums(parts, w)
+        x, coef = sums_design(sums.n, sums.total_weight, sums.total_weight2, population=K,
+                              inverse_weight_sum=sums.inverse_weight_sum)  # fmt: skip
+        ratios["sums"].append(sums.weighted_spread() / (x @ theta))
+        v = float(predicted_variance(S2, tau2, w, population=K, kappa2=kappa2))
+        assert coef @ theta == pytest.approx(v, rel=1e-12)  # the sums' coefficients agree
+        ratios["mean"].append(((weighted_mean(parts, w) - mubar) ** 2).sum() / v)
+    for name, r in ratios.items():
+        r = np.array(r)
+        assert abs(r.mean() - 1.0) < 4 * r.std(ddof=1) / np.sqrt(r.size), name
+
+
+def test_a_second_order_rule_told_sums_needs_the_inverse_weights():
+    from eegrad import InvalidParameterError
+
+    est = GradientEstimator(SpreadThompson(population=20, noise_order=2), 6, T=1, dim=4, rng=0)
+    n = est.ask()
+    sums = spread_sums(np.ones((n, 4)) + np.arange(n)[:, None], np.full(n, 3.0))
+    with pytest.raises(InvalidParameterError, match="'inverse_weight_sum'.*noise_order=2"):
+        est.tell_sums(sums._replace(inverse_weight_sum=None))
+    est.tell_sums(sums)  # with Σ1/ω it is told
+    assert est.done

@@ -457,7 +457,9 @@ class GradientEstimator:
         def evidence(arms: np.ndarray) -> None:
             self.selector.tell_spread_sums(arms, np.array([spread]), np.array([sums.n]),
                                            np.array([sums.total_weight]),
-                                           np.array([sums.total_weight2]))  # fmt: skip
+                                           np.array([sums.total_weight2]),
+                                           None if sums.inverse_weight_sum is None else
+                                           np.array([sums.inverse_weight_sum]))  # fmt: skip
 
         self._record_mean(mean, evidence)
 

@@ -29,6 +29,22 @@ between-client part. It is the paper's :math:`\sigma_n^2 S(w)` (the trace of the
 MBO(n)'s output) with between-client heterogeneity included, which the paper's model, with
 i.i.d. gradients, cannot see.
 
+**Several local steps on the same samples.** :math:`\tau^2/\omega` is exact for a gradient on
+:math:`\omega` samples (one local step, FedSGD): the update is linear in the samples' mean. E
+local epochs over the same :math:`\omega` samples make the update a smooth nonlinear function
+of the samples' means (their gradients *and* curvatures); expanded to second order in the
+sampling deviations, which are :math:`O(\omega^{-1/2})`, its noise is
+
+.. math::
+
+    \mathbb E\|e_i\|^2 = \frac{\tau^2}{\omega_i} + \frac{\kappa^2}{\omega_i^2}
+    + O(\omega_i^{-3}),
+
+with :math:`\kappa^2 = 0` for one step (``order=2`` in :func:`pair_design`,
+:func:`sums_design` and :func:`variance_coefficients`; a third column, of :math:`\kappa^2`, in
+each). The same expansion gives the update a bias :math:`\beta/\omega_i`, common to the
+clients: no spread can show it, and the model leaves it out.
+
 Two statistics of one round:
 
 * :func:`pair_statistics` — :math:`y = \sum_{i<j}\|g_i - g_j\|^2` and its design
@@ -146,13 +162,26 @@ def pair_sum(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return n * np.einsum("...md,...md->...", dev, dev)
 
 
-def pair_design(weights: np.ndarray) -> np.ndarray:
+def pair_design(weights: np.ndarray, order: int = 1) -> np.ndarray:
     r"""The design :math:`x = (n(n-1), (n-1)\sum_i 1/\omega_i)` of :func:`pair_sum`, shape
-    (..., 2), from the weights alone (0 = absent)."""
+    (..., 2), from the weights alone (0 = absent). ``order=2`` appends the column
+    :math:`(n-1)\sum_i 1/\omega_i^2` of :math:`\kappa^2` (the module's notes: a noise
+    :math:`\tau^2/\omega + \kappa^2/\omega^2`), shape (..., 3)."""
     present = weights > 0
     n = present.sum(axis=-1).astype(np.float64)
-    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0).sum(axis=-1)
-    return np.stack([n * (n - 1.0), (n - 1.0) * inv], axis=-1)
+    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+    columns = [n * (n - 1.0), (n - 1.0) * inv.sum(axis=-1)]
+    if _check_order(order, "pair_design") == 2:
+        columns.append((n - 1.0) * (inv * inv).sum(axis=-1))
+    return np.stack(columns, axis=-1)
+
+
+def _check_order(order: Any, owner: str) -> int:
+    """The noise's order in 1/ω: 1 (τ²/ω) or 2 (τ²/ω + κ²/ω²)."""
+    order = check_integer(order, "order", owner, ge=1)
+    if order > 2:
+        raise fail("order", owner, "1 (noise τ²/ω) or 2 (τ²/ω + κ²/ω²)", order)
+    return order
 
 
 class SpreadSums(NamedTuple):
@@ -161,13 +190,17 @@ class SpreadSums(NamedTuple):
     arrays) and :math:`\sum\omega_i\|u_i\|^2`. Under the client-sampling model the weighted
     spread :math:`Q` has :math:`\mathbb E\,Q = x\cdot(S^2, \tau^2)` with
     :math:`x = (W - W_2/W,\ n - 1)` (with or without replacement), and the round's variance
-    coefficients are :math:`(W_2/W^2 - 1/K,\ 1/W)`: all from sums (:func:`sums_design`)."""
+    coefficients are :math:`(W_2/W^2 - 1/K,\ 1/W)`: all from sums (:func:`sums_design`).
+    ``inverse_weight_sum`` :math:`\sum 1/\omega_i` (None where the clients did not send it)
+    adds the design :math:`\sum 1/\omega_i - n/W` and coefficient :math:`n/W^2` of the
+    second-order noise :math:`\kappa^2/\omega^2` (the module's notes)."""
 
     n: int
     total_weight: float
     total_weight2: float
     weighted_sum: Any
     weighted_squares: float
+    inverse_weight_sum: float | None = None
 
     def mean(self) -> Any:
         r""":math:`\bar u = \sum\omega_i u_i / W`, the round's output (the sum's type)."""
@@ -184,17 +217,23 @@ class SpreadSums(NamedTuple):
         return max(float(self.weighted_squares) - norm2 / float(self.total_weight), 0.0)
 
 
-def sums_design(n: Any, total_weight: Any, total_weight2: Any,
-                population: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def sums_design(n: Any, total_weight: Any, total_weight2: Any, population: int | None = None,
+                inverse_weight_sum: Any = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     r"""The design :math:`x = (W - W_2/W, n - 1)` of the weighted spread and the variance
     coefficients :math:`(W_2/W^2 - 1/K, 1/W)`, each of shape (..., 2), from sums alone
-    (:class:`SpreadSums`)."""
+    (:class:`SpreadSums`). With ``inverse_weight_sum`` :math:`\sum 1/\omega_i`, the columns
+    of :math:`\kappa^2` are appended, :math:`\sum 1/\omega_i - n/W` and :math:`n/W^2`
+    (shape (..., 3)): for a noise of variance :math:`\kappa^2/\omega_i^2`,
+    :math:`\mathbb E\,Q = \sum_i \omega_i\sigma_i^2 - \sum_i\omega_i^2\sigma_i^2/W`."""
     W = np.asarray(total_weight, dtype=np.float64)
     W2 = np.asarray(total_weight2, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     fpc = 0.0 if population is None else 1.0 / population
-    return (np.stack([W - W2 / W, n - 1.0], axis=-1),
-            np.stack([W2 / (W * W) - fpc, 1.0 / W], axis=-1))  # fmt: skip
+    x, coef = [W - W2 / W, n - 1.0], [W2 / (W * W) - fpc, 1.0 / W]
+    if inverse_weight_sum is not None:
+        x.append(np.asarray(inverse_weight_sum, dtype=np.float64) - n / W)
+        coef.append(n / (W * W))
+    return np.stack(x, axis=-1), np.stack(coef, axis=-1)
 
 
 def spread_sums(parts: np.ndarray, weights: np.ndarray) -> SpreadSums:
@@ -202,20 +241,27 @@ def spread_sums(parts: np.ndarray, weights: np.ndarray) -> SpreadSums:
     what a server that sees only sums receives."""
     w = np.asarray(weights, dtype=np.float64)
     g = np.asarray(parts, dtype=np.float64)
-    return SpreadSums(n=int((w > 0).sum()), total_weight=float(w.sum()),
+    present = w > 0
+    return SpreadSums(n=int(present.sum()), total_weight=float(w.sum()),
                       total_weight2=float((w * w).sum()), weighted_sum=w @ g,
-                      weighted_squares=float(np.einsum("m,md,md->", w, g, g)))  # fmt: skip
+                      weighted_squares=float(np.einsum("m,md,md->", w, g, g)),
+                      inverse_weight_sum=float((1.0 / w[present]).sum()))  # fmt: skip
 
 
-def variance_coefficients(weights: np.ndarray, population: int | None = None) -> np.ndarray:
+def variance_coefficients(weights: np.ndarray, population: int | None = None,
+                          order: int = 1) -> np.ndarray:  # fmt: skip
     r"""The coefficients :math:`(\sum_i p_i^2 - 1/K,\ \sum_i p_i^2/\omega_i)` of
     :math:`(S^2, \tau^2)` in the variance of a round with ``weights`` (..., m) (0 = absent),
-    shape (..., 2); ``population=None``: K = ∞."""
+    shape (..., 2); ``population=None``: K = ∞. ``order=2`` appends
+    :math:`\sum_i p_i^2/\omega_i^2`, the coefficient of :math:`\kappa^2` (shape (..., 3))."""
     present = weights > 0
     p = weights / weights.sum(axis=-1, keepdims=True)
-    noise = np.where(present, p * p / np.where(present, weights, 1.0), 0.0).sum(axis=-1)
+    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
     fpc = 0.0 if population is None else 1.0 / population
-    return np.stack([(p * p).sum(axis=-1) - fpc, noise], axis=-1)
+    columns = [(p * p).sum(axis=-1) - fpc, (p * p * inv).sum(axis=-1)]
+    if _check_order(order, "variance_coefficients") == 2:
+        columns.append((p * p * inv * inv).sum(axis=-1))
+    return np.stack(columns, axis=-1)
 
 
 def predicted_variance(
@@ -223,12 +269,14 @@ def predicted_variance(
     tau2: np.ndarray | float,
     weights: np.ndarray,
     population: int | None = None,
+    kappa2: np.ndarray | float | None = None,
 ) -> np.ndarray:
     r"""The model's :math:`v = S^2(\sum p_i^2 - 1/K) + \tau^2 \sum p_i^2/\omega_i` for a round
-    with ``weights`` (..., m) (0 = absent); see the module's notes and
-    :func:`variance_coefficients`."""
-    coef = variance_coefficients(weights, population)
-    return np.asarray(S2) * coef[..., 0] + np.asarray(tau2) * coef[..., 1]
+    with ``weights`` (..., m) (0 = absent), plus :math:`\kappa^2\sum p_i^2/\omega_i^2` where
+    ``kappa2`` is given; see the module's notes and :func:`variance_coefficients`."""
+    coef = variance_coefficients(weights, population, order=1 if kappa2 is None else 2)
+    v = np.asarray(S2) * coef[..., 0] + np.asarray(tau2) * coef[..., 1]
+    return v if kappa2 is None else v + np.asarray(kappa2) * coef[..., 2]
 
 
 def spread_variance(parts: Any, weights: Any, population: int | None = None) -> float:

@@ -37,8 +37,8 @@ __all__ = ["DeviceCost", "WallClock", "budgeted_train", "with_spread_sums"]
 SHARE_KEY = "budget-share"
 #: The config key by which the server asks for sums-only replies (``secure_sums=True``).
 SUMS_KEY = "eegrad-sums"
-#: The metrics a sums-only reply adds: ω² and ω‖u‖².
-SUMS_METRICS = ("eegrad-weight2", "eegrad-weighted-squares")
+#: The metrics a sums-only reply adds: ω², ω‖u‖² and 1/ω.
+SUMS_METRICS = ("eegrad-weight2", "eegrad-weighted-squares", "eegrad-inverse-weight")
 
 
 @dataclass(frozen=True)
@@ -231,8 +231,9 @@ def with_spread_sums(
     Where the server asks for it (``EEGradStrategy(..., secure_sums=True)``), the wrapped train
     function replies, instead of its model :math:`w_i`, the weighted update
     :math:`\omega_i u_i = \omega_i (w - w_i)` (in the model's dtypes) and adds the metrics
-    ``eegrad-weight2`` (:math:`\omega_i^2`) and ``eegrad-weighted-squares``
-    (:math:`\omega_i\|u_i\|^2`, float64), ω being the reply's ``num-examples``. A secure sum of
+    ``eegrad-weight2`` (:math:`\omega_i^2`), ``eegrad-weighted-squares``
+    (:math:`\omega_i\|u_i\|^2`, float64) and ``eegrad-inverse-weight`` (:math:`1/\omega_i`,
+    for a rule with ``noise_order=2``), ω being the reply's ``num-examples``. A secure sum of
     the replies is then all the server needs (:class:`eegrad.spread.SpreadSums`): the weighted
     mean update and the spread the rule learns from. Otherwise the reply is unchanged.
 
@@ -263,6 +264,7 @@ def with_spread_sums(
             out[k] = Array((omega * u).astype(w.dtype))
         metrics[SUMS_METRICS[0]] = omega * omega
         metrics[SUMS_METRICS[1]] = omega * squares
+        metrics[SUMS_METRICS[2]] = 1.0 / omega if omega > 0 else 0.0
         reply.content[arrayrecord_key] = ArrayRecord(out)
         return reply
 

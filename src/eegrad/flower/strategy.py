@@ -109,7 +109,10 @@ class EEGradStrategy(Strategy):
         ``LinearAggregation(b=0.5, fixed=10.0)``: the clients share B − D(n).
     selector : Selector, optional
         The rule. Default: :class:`~eegrad.SpreadThompson` for ``steps="every-round"`` (told the
-        population K and the arms' spends), :func:`~eegrad.default_selector` for
+        population K and the arms' spends, with ``noise_order=2``: a client's noise
+        :math:`\tau^2/\omega + \kappa^2/\omega^2`, which covers clients that run several
+        local epochs on the samples their share buys, and one local step, where the fitted
+        :math:`\kappa^2` is 0), :func:`~eegrad.default_selector` for
         ``steps="t-rounds"``. :class:`~eegrad.FixedArm` gives FedAvg with a fixed client count;
         :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with the T-round
         structure.
@@ -274,7 +277,7 @@ class EEGradStrategy(Strategy):
         if sel is None:
             if self.steps == "every-round":
                 sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N),
-                                     release_noise=noise)  # fmt: skip
+                                     release_noise=noise, noise_order=2)  # fmt: skip
             else:
                 sel = default_selector()
             self.selector = sel
@@ -464,11 +467,11 @@ class EEGradStrategy(Strategy):
     def _sum_replies(self, good: list[Message],
                      server_round: int) -> tuple[list[float], SpreadSums | None]:  # fmt: skip
         """Add up the replies of clients wrapped with ``with_spread_sums`` — arrays ω·u, metrics
-        ω, ω², ω‖u‖² — and return the costs and the sums; nothing else of a reply is read."""
+        ω, ω², ω‖u‖², 1/ω — and return the costs and the sums; nothing else of a reply is read."""
         if not good:
             return [], None
         total: list[np.ndarray] | None = None
-        scalars = np.zeros(4)  # n, W, W2, Σω‖u‖²
+        scalars = np.zeros(5)  # n, W, W2, Σω‖u‖², Σ1/ω
         costs = []
         for m in good:
             arrays, weight, cost = self._reply(m, server_round)
@@ -483,12 +486,12 @@ class EEGradStrategy(Strategy):
             views = [array_view(a) for a in arrays]
             total = [v.astype(v.dtype, copy=True) for v in views] if total is None else \
                 [np.add(t, v, out=t) for t, v in zip(total, views, strict=True)]  # fmt: skip
-            scalars += [1.0, weight, float(metrics[SUMS_METRICS[0]]),
-                        float(metrics[SUMS_METRICS[1]])]  # fmt: skip
+            scalars += [1.0, weight, *(float(metrics[k]) for k in SUMS_METRICS)]
             costs.append(cost)
         sums = SpreadSums(n=int(scalars[0]), total_weight=float(scalars[1]),
                           total_weight2=float(scalars[2]), weighted_sum=total,
-                          weighted_squares=float(scalars[3]))  # fmt: skip
+                          weighted_squares=float(scalars[3]),
+                          inverse_weight_sum=float(scalars[4]))  # fmt: skip
         if not (math.isfinite(sums.weighted_spread()) and all(np.all(np.isfinite(t))
                                                                  for t in total)):  # fmt: skip
             raise NonFiniteGradientError(

@@ -280,11 +280,13 @@ class Selector:
         self._observe_pairs(arms, y, check_weights(w, owner, w.shape))
 
     def tell_spread_sums(self, arms: np.ndarray, weighted_spread: np.ndarray, n: np.ndarray,
-                         total_weight: np.ndarray, total_weight2: np.ndarray) -> None:  # fmt: skip
+                         total_weight: np.ndarray, total_weight2: np.ndarray,
+                         inverse_weight_sum: np.ndarray | None = None) -> None:  # fmt: skip
         r"""Record a round from sums alone, as secure aggregation reveals them
         (:class:`eegrad.spread.SpreadSums`): the weighted spread
         :math:`Q = \sum\omega_i\|u_i - \bar u\|^2`, the parts' count n, :math:`W = \sum\omega_i`
-        and :math:`W_2 = \sum\omega_i^2`, each of shape (R,). Only rules that learn from parts
+        and :math:`W_2 = \sum\omega_i^2`, and :math:`\sum 1/\omega_i` where the clients sent it
+        (None: not sent), each of shape (R,). Only rules that learn from parts
         (``uses_parts``) take it."""
         self._check_pending(arms, "tell_spread_sums")
         R, _, _ = self._shape  # type: ignore[misc]
@@ -296,10 +298,15 @@ class Selector:
         if np.any(count < 1) or np.any(W <= 0) or np.any(W2 > W * W * (1 + 1e-12)):
             raise fail("total_weight", owner, "W > 0, n >= 1 and W2 <= W² (sums of n weights)",
                        f"W = {W}, W2 = {W2}, n = {count}")  # fmt: skip
-        self._observe_sums(arms, q, count, W, W2)
+        inv = None if inverse_weight_sum is None else _per_realization(
+            inverse_weight_sum, "inverse_weight_sum", owner, R)  # fmt: skip
+        if inv is not None and np.any(inv * W < count * count * (1 - 1e-12)):
+            raise fail("inverse_weight_sum", owner, "Σ1/ω >= n²/W (sums of n weights > 0)",
+                       f"Σ1/ω = {inv}, W = {W}, n = {count}")  # fmt: skip
+        self._observe_sums(arms, q, count, W, W2, inv)
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
-                      W2: np.ndarray) -> None:  # fmt: skip
+                      W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
         raise ProtocolError(f"{self!r} does not learn from parts: tell it their mean")
 
     def absorb(self, counts: np.ndarray, rounds: int, mean: np.ndarray | None = None,

@@ -53,7 +53,7 @@ from .registry import register_rule
 
 __all__ = ["SpreadThompson"]
 
-_RIDGE = 1e-6  # relative ridge on the 2×2 normal matrix: splits S², τ² evenly when collinear
+_RIDGE = 1e-6  # relative ridge on the normal matrix: splits S², τ² (κ²) evenly when collinear
 
 
 @register_rule("spread_thompson", label="Thompson on the spread of parts")
@@ -86,6 +86,13 @@ class SpreadThompson(Selector):
         Variance that a private release adds to arm n's output, known exactly (central DP:
         :math:`d(zC/n)^2`, set by :class:`~eegrad.flower.EEGradStrategy` with
         ``privacy=CentralDP(...)``); added to every arm's predicted variance. Default: none.
+    noise_order : {1, 2}
+        The device noise's expansion in 1/ω (:mod:`eegrad.spread`): 1, :math:`\tau^2/\omega`
+        (exact for one local gradient step, FedSGD; the default); 2,
+        :math:`\tau^2/\omega + \kappa^2/\omega^2`, a third parameter :math:`\kappa^2 \ge 0`
+        fitted beside :math:`(S^2, \tau^2)`, for clients that take several local steps on the
+        same samples (local epochs), whose update's noise falls faster than 1/ω. Told sums
+        (:meth:`tell_spread_sums`), order 2 needs :math:`\sum 1/\omega_i`.
 
     Examples
     --------
@@ -108,9 +115,13 @@ class SpreadThompson(Selector):
         spend: Any = None,
         seed: int = 0,
         release_noise: Any = None,
+        noise_order: int = 1,
     ):
         super().__init__()
         owner = "SpreadThompson"
+        self.noise_order = check_integer(noise_order, "noise_order", owner, ge=1)
+        if self.noise_order > 2:
+            raise fail("noise_order", owner, "1 (noise τ²/ω) or 2 (τ²/ω + κ²/ω²)", noise_order)
         self.discount = check_real(discount, "discount", owner, gt=0, le=1)
         self.population = check_population(population, owner)
         self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
@@ -123,12 +134,15 @@ class SpreadThompson(Selector):
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
-        """``discount``, ``population``, ``spend``, ``seed`` (and ``release_noise`` if set)."""
+        """``discount``, ``population``, ``spend``, ``seed`` (and ``release_noise`` and
+        ``noise_order`` where not their defaults)."""
         spend = None if self.spend is None else self.spend.tolist()
         params = {"discount": self.discount, "population": self.population, "spend": spend,
                   "seed": self.seed}  # fmt: skip
         if self.release_noise is not None:
             params["release_noise"] = self.release_noise.tolist()
+        if self.noise_order != 1:
+            params["noise_order"] = self.noise_order
         return params
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -146,12 +160,13 @@ class SpreadThompson(Selector):
                        f"length {self.release_noise.shape[0]}")  # fmt: skip
         super().init(R, N, d, truth, streams)
         self.rounds = 0  # rounds told since init, across iterates
-        self._normal = np.zeros((R, 2, 2))  # Σ ν x̃ x̃ᵀ
-        self._moment = np.zeros((R, 2))  # Σ ν x̃ ỹ
+        k = self.noise_order + 1  # θ = (S², τ²) or (S², τ², κ²)
+        self._normal = np.zeros((R, k, k))  # Σ ν x̃ x̃ᵀ
+        self._moment = np.zeros((R, k))  # Σ ν x̃ ỹ
         self._yy = np.zeros(R)  # Σ ν ỹ²
         self._nu = np.zeros(R)  # Σ ν
         self._nu2 = np.zeros(R)  # Σ ν² (effective number of rounds: (Σν)² / Σν²)
-        self._coef = np.zeros((R, N, 2))  # per arm, Σ (Σp² − 1/K, Σp²/ω) over its pulls
+        self._coef = np.zeros((R, N, k))  # per arm, Σ (Σp² − 1/K, Σp²/ω[, Σp²/ω²]) over its pulls
         self._pulls = np.zeros((R, N))  # per arm, discounted pulls
         self._line = np.zeros((R, 5))  # Σ1, Σs, Σs², Σω, Σsω over parts: ω ≈ a + b s
         spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
@@ -188,19 +203,25 @@ class SpreadThompson(Selector):
         s = self._spend[arms][:, None] * present  # the spend of each part present
         line = np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
                          weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
-        self._observe_statistic(arms, y, pair_design(weights),
-                                variance_coefficients(weights, self.population), line)
+        self._observe_statistic(arms, y, pair_design(weights, self.noise_order),
+                                variance_coefficients(weights, self.population, self.noise_order),
+                                line)  # fmt: skip
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
-                      W2: np.ndarray) -> None:  # fmt: skip
+                      W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
+        if self.noise_order == 2 and inverse_weight_sum is None:
+            raise fail("inverse_weight_sum", f"{type(self).__name__}.tell_spread_sums",
+                       "the sum Σ1/ω of the parts' inverse weights, which noise_order=2 needs "
+                       "(eegrad.flower.with_spread_sums sends it)", None)  # fmt: skip
         s = self._spend[arms]
-        x, coef = sums_design(n, W, W2, self.population)
+        x, coef = sums_design(n, W, W2, self.population,
+                              inverse_weight_sum if self.noise_order == 2 else None)
         line = np.stack([n, n * s, n * s * s, W, s * W], axis=1)
         self._observe_statistic(arms, spread, x, coef, line)
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
                            coef: np.ndarray, line: np.ndarray) -> None:  # fmt: skip
-        """One round's statistic y with E y = x·(S², τ²) (the pair sum, or the weighted spread
+        """One round's statistic y with E y = x·θ (the pair sum, or the weighted spread
         of sums), the round's variance coefficients and its spend-line sums."""
         self._advance(arms)
         lam = self.discount
@@ -225,26 +246,28 @@ class SpreadThompson(Selector):
 
     # -- the fit -----------------------------------------------------------------------------------
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
-        r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (unconstrained), shape (R, 2), and its
-        approximate posterior covariance, shape (R, 2, 2)."""
+        r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (with ``noise_order=2``,
+        :math:`(S^2, \tau^2, \kappa^2)`; unconstrained), shape (R, k), and its approximate
+        posterior covariance, shape (R, k, k)."""
         A = self._normal.copy()
+        k = A.shape[-1]
         scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
-        A += (_RIDGE * scale)[:, None, None] * np.eye(2)
+        A += (_RIDGE * scale)[:, None, None] * np.eye(k)
         Ainv = np.linalg.inv(A)
         theta = np.einsum("rij,rj->ri", Ainv, self._moment)
         rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
                + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
         with np.errstate(invalid="ignore", divide="ignore"):
             n_eff = np.where(self._nu2 > 0, self._nu**2 / self._nu2, 0.0)
-            # Residual variance per unit weight, with 2 parameters fitted; until more than
-            # three effective rounds, the raw second moment (wide on purpose).
-            phi = np.where(n_eff > 3.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - 2.0),
+            # Residual variance per unit weight, with k parameters fitted; until more than
+            # k + 1 effective rounds, the raw second moment (wide on purpose).
+            phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
                            self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
         return theta, phi[:, None, None] * Ainv
 
     def coefficients(self) -> np.ndarray:
-        """Each arm's (Σp² − 1/K, Σp²/ω), shape (R, N, 2): the mean over its pulls, or the
-        prediction with equal weights for arms never pulled."""
+        """Each arm's (Σp² − 1/K, Σp²/ω[, Σp²/ω²]), shape (R, N, k): the mean over its pulls,
+        or the prediction with equal weights for arms never pulled."""
         N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
         c1, cs, css, cw, csw = (self._line[:, i] for i in range(5))
@@ -256,7 +279,8 @@ class SpreadThompson(Selector):
         omega = np.maximum(a[:, None] + b[:, None] * self._spend[None, :], 1.0)  # (R, N)
         # Arm n with n equal weights ω_n: rows padded with absent parts (weight 0).
         equal = np.where(np.arange(N)[None, :] < n[:, None], 1.0, 0.0)  # (N, N)
-        predicted = variance_coefficients(omega[:, :, None] * equal, self.population)
+        predicted = variance_coefficients(omega[:, :, None] * equal, self.population,
+                                          self.noise_order)  # fmt: skip
         with np.errstate(invalid="ignore", divide="ignore"):
             seen = self._coef / self._pulls[:, :, None]
         return np.where(self._pulls[:, :, None] > 0, seen, predicted)
@@ -278,13 +302,14 @@ class SpreadThompson(Selector):
         if self.rounds < len(self.warmup):
             return np.full(R, self.warmup[self.rounds], dtype=np.int64)
         theta, cov = self.fit()
+        k = theta.shape[-1]
         if self.streams is None:
-            z = self._own_rng.standard_normal((R, 2))
+            z = self._own_rng.standard_normal((R, k))
         else:
-            z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, 2)),
-                                       np.empty((R, 2)))  # fmt: skip
+            z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
+                                       np.empty((R, k)))  # fmt: skip
         jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
-        L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(2))
+        L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(k))
         draw = np.maximum(theta + np.einsum("rij,rj->ri", L, z), 0.0)
         v = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(), draw))
         return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
