@@ -61,7 +61,8 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
     with pytest.raises(CheckpointError, match=r"another run: budget: 40.0 in the checkpoint, "
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
-    with pytest.raises(CheckpointError, match="rule: 'default' in the checkpoint, 'FixedArm'"):
+    with pytest.raises(CheckpointError, match=r"rule: 'default \(SpreadThompson, noise_order=2\)' "
+                                              r"in the checkpoint, 'FixedArm'"):  # fmt: skip
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
     other = ArrayRecord({"w": Array(np.zeros(D + 1))})
     with pytest.raises(CheckpointError, match="model arrays"):
@@ -70,6 +71,22 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
     (tmp_path / "not.npz").write_bytes(b"no zip at all")
     with pytest.raises(CheckpointError, match="cannot be read"):
         _start(_strategy(checkpoint=tmp_path / "not.npz"), LocalGrid(_app(), K), 2)
+
+
+def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
+    # The default rule's noise model is part of what a checkpoint must share: a run saved with
+    # the first-order default (its state a 2 × 2 fit) does not continue under the second-order
+    # one (3 × 3).
+    import eegrad.flower.strategy as strategy_module
+
+    ck = tmp_path / "server.npz"
+    monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 1)
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
+    monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 2)
+    with pytest.raises(CheckpointError, match=r"rule: 'default \(SpreadThompson, noise_order=1\)' "
+                                              r"in the checkpoint, 'default \(SpreadThompson, "
+                                              r"noise_order=2\)' here"):  # fmt: skip
+        _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
 
 
 def test_an_interrupted_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch):

@@ -311,3 +311,11 @@ def test_noise_order_is_checked_and_listed():
     _run_second_order(rule, 0, 10, 5.0, 100.0)
     assert rule.fit()[0].shape == (1, 3)
     assert rule.predicted().shape == (1, K)
+
+
+def test_the_second_order_rule_keeps_the_rule_contract():
+    # The registry's entry checks SpreadThompson with its defaults; the order-2 variant, the
+    # Flower strategy's default, is checked here with every check of eegrad.testing.
+    from eegrad.testing import check_rule
+
+    check_rule(SpreadThompson(population=8, noise_order=2))

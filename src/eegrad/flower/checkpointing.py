@@ -36,12 +36,16 @@ def fingerprint(strategy: EEGradStrategy, model: dict[str, np.ndarray]) -> dict[
     """What a checkpoint must share with the strategy to continue it."""
     st = strategy
     sel = st.selector if st._rule_given else None
+    from .strategy import DEFAULT_NOISE_ORDER  # here: the strategy imports this module
+
+    default = (f"default (SpreadThompson, noise_order={DEFAULT_NOISE_ORDER})"
+               if st.steps == "every-round" else "default")  # fmt: skip
     n = np.arange(1.0, st.max_arms + 2.0)
     return {"budget": st.budget, "c_min": st.c_min, "steps": st.steps, "T": st.T,
             "D(1..N+1)": [float(x) for x in st.aggregation(n)],
             "server_lr": st.server_lr, "damp_exploration": st.damp_exploration,
             "weighted_by_key": st.weighted_by_key,
-            "rule": "default" if sel is None else type(sel).__name__,
+            "rule": default if sel is None else type(sel).__name__,
             "rule parameters": None if sel is None else repr(sel.get_params()),
             "privacy": repr(st.privacy), "secure_sums": st.secure_sums,
             "model arrays": [[k, list(a.shape), a.dtype.str] for k, a in model.items()]}  # fmt: skip

@@ -84,6 +84,8 @@ RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_repli
                   "failed_nodes", "budget", "budget_used", "cost")  # fmt: skip
 
 _STEPS = ("every-round", "t-rounds")
+#: The default every-round rule's noise model (SpreadThompson's ``noise_order``).
+DEFAULT_NOISE_ORDER = 2
 
 
 class ClientUpdateError(InvalidParameterError):
@@ -277,7 +279,7 @@ class EEGradStrategy(Strategy):
         if sel is None:
             if self.steps == "every-round":
                 sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N),
-                                     release_noise=noise, noise_order=2)  # fmt: skip
+                                     release_noise=noise, noise_order=DEFAULT_NOISE_ORDER)  # fmt: skip
             else:
                 sel = default_selector()
             self.selector = sel
