@@ -1,5 +1,5 @@
 """How a client's update depends on the samples it uses, for one and for several local epochs
-(run by hand, ≈ 3 min on 2 cores).
+(run by hand; 12 min of CPU time).
 
 The evidence behind ``SpreadThompson(noise_order=2)`` (:mod:`eegrad.spread`): at a model trained
 for 30 rounds by FedAvg (7 clients a round, E = 3) in the setting of ``eegrad example

@@ -94,6 +94,7 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
     from flwr.serverapp.strategy import FedAvg
 
     from ..flower import EEGradStrategy
+    from ..flower.strategy import DEFAULT_NOISE_ORDER
     from ..selectors import EEGrad, SpreadThompson
 
     prob = problem(dataset, split, seed)
@@ -130,7 +131,7 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
         strategy = EEGradStrategy(**common)
     elif method.startswith("default-"):  # the default rule with another discount
         rule = SpreadThompson(population=K_CLIENTS, spend=share(np.arange(1, N + 1)),
-                              discount=discount)  # fmt: skip
+                              discount=discount, noise_order=DEFAULT_NOISE_ORDER)  # fmt: skip
         strategy = EEGradStrategy(**common, selector=rule)
     elif method == "t-rounds":
         strategy = EEGradStrategy(**common, steps="t-rounds", T=2 * N)

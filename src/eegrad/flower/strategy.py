@@ -76,7 +76,7 @@ from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
 from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 
-__all__ = ["RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
+__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
 
 
 #: Columns of the per-round records (and of ``csv_path``).

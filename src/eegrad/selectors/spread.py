@@ -27,6 +27,15 @@ enters a discounted least-squares fit of :math:`\theta = (S^2, \tau^2)`; the pos
 approximated as :math:`\mathcal N(\hat\theta, \hat\phi A^{-1})`, A the weighted normal matrix and
 :math:`\hat\phi` the weighted residual variance (so drift of w widens it).
 
+**Several local steps** (``noise_order=2``). A client that runs E local epochs on the same
+:math:`\omega` samples returns an update whose noise falls faster than :math:`1/\omega`
+(``benchmarks/local_epochs_noise.py`` measures it); the second-order expansion of
+:mod:`eegrad.spread` adds :math:`\kappa^2 \sum_i p_i^2/\omega_i^2` to :math:`v_n` and the
+column :math:`(n-1)\sum_i\omega_i^{-2}` to the pair sum's design, and the fit is of
+:math:`\theta = (S^2, \tau^2, \kappa^2)`. With one local step :math:`\kappa^2 = 0` and the fit
+finds it so, up to its noise. The arms differ in their samples per client, which separates
+:math:`\kappa^2` from :math:`\tau^2`.
+
 **n = 1** has no within-round spread; its variance is *predicted* from the other arms through the
 model: :math:`v_1 = S^2(1 - 1/K) + \tau^2/\omega`. An arm's weights are learnt from its pulls;
 an arm never pulled is predicted with equal weights and the samples a share of the budget buys,
