@@ -97,8 +97,9 @@ def _world(seed, tau2=200.0, scale=0.5):
     return mu, S2, tau2, v
 
 
-def _run_rule(rule, seed, rounds, tau2=200.0):
-    mu, S2, tau2, v = _world(seed, tau2)
+def _drive(rule, seed, rounds, mu, weights, noise_var):
+    """``rounds`` rounds of ``rule``: n clients of mu drawn without replacement, each part's
+    weight from ``weights(rng, n)`` and noise of variance ``noise_var(w)`` (summed over D)."""
     rng = np.random.default_rng(seed)
     est = GradientEstimator(rule, K, T=1, dim=D, rng=seed)
     picks = []
@@ -106,10 +107,18 @@ def _run_rule(rule, seed, rounds, tau2=200.0):
         n = est.ask()
         picks.append(n)
         c = rng.choice(K, n, replace=False)
-        w = np.full(n, OMEGA[n - 1])
-        est.tell_parts(mu[c] + rng.standard_normal((n, D)) * np.sqrt(tau2 / D / w[:, None]), w)
+        w = weights(rng, n)
+        est.tell_parts(mu[c] + rng.standard_normal((n, D)) * np.sqrt(noise_var(w) / D)[:, None],
+                       w)  # fmt: skip
         est.result()
         est.next_iterate()
+    return np.array(picks)
+
+
+def _run_rule(rule, seed, rounds, tau2=200.0):
+    mu, S2, tau2, v = _world(seed, tau2)
+    picks = _drive(rule, seed, rounds, mu, lambda rng, n: np.full(n, OMEGA[n - 1]),
+                   lambda w: tau2 / w)  # fmt: skip
     return np.array(picks), v, (S2, tau2)
 
 
@@ -247,20 +256,11 @@ def _world2(tau2, kappa2, scale=2.0):
 
 def _run_second_order(rule, seed, rounds, tau2, kappa2):
     mu, _, v = _world2(tau2, kappa2)
-    rng = np.random.default_rng(seed)
-    est = GradientEstimator(rule, K, T=1, dim=D, rng=seed)
-    picks = []
-    for _ in range(rounds):
-        n = est.ask()
-        picks.append(n)
-        c = rng.choice(K, n, replace=False)
-        # Unequal weights within a round (devices differ), around the arm's samples.
-        w = np.maximum(np.round(OMEGA[n - 1] * rng.uniform(0.5, 1.5, n)), 1.0)
-        sd = np.sqrt((tau2 / w + kappa2 / w**2) / D)
-        est.tell_parts(mu[c] + rng.standard_normal((n, D)) * sd[:, None], w)
-        est.result()
-        est.next_iterate()
-    return np.array(picks), v
+    # Unequal weights within a round (devices differ), around the arm's samples.
+    picks = _drive(rule, seed, rounds, mu,
+                   lambda rng, n: np.maximum(np.round(OMEGA[n - 1] * rng.uniform(0.5, 1.5, n)), 1.0),
+                   lambda w: tau2 / w + kappa2 / w**2)  # fmt: skip
+    return picks, v
 
 
 def test_second_order_fit_recovers_kappa_without_discount():
