@@ -66,6 +66,7 @@ from ._validation import InvalidParameterError, check_integer, fail
 
 __all__ = [
     "SpreadSums",
+    "check_noise_order",
     "check_parts",
     "check_population",
     "check_weights",
@@ -171,16 +172,16 @@ def pair_design(weights: np.ndarray, order: int = 1) -> np.ndarray:
     n = present.sum(axis=-1).astype(np.float64)
     inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
     columns = [n * (n - 1.0), (n - 1.0) * inv.sum(axis=-1)]
-    if _check_order(order, "pair_design") == 2:
+    if check_noise_order(order, "pair_design") == 2:
         columns.append((n - 1.0) * (inv * inv).sum(axis=-1))
     return np.stack(columns, axis=-1)
 
 
-def _check_order(order: Any, owner: str) -> int:
-    """The noise's order in 1/ω: 1 (τ²/ω) or 2 (τ²/ω + κ²/ω²)."""
-    order = check_integer(order, "order", owner, ge=1)
+def check_noise_order(order: Any, owner: str, name: str = "order") -> int:
+    """The noise's order in 1/ω, 1 (τ²/ω) or 2 (τ²/ω + κ²/ω²); else an error naming ``name``."""
+    order = check_integer(order, name, owner, ge=1)
     if order > 2:
-        raise fail("order", owner, "1 (noise τ²/ω) or 2 (τ²/ω + κ²/ω²)", order)
+        raise fail(name, owner, "1 (noise τ²/ω) or 2 (τ²/ω + κ²/ω²)", order)
     return order
 
 
@@ -259,7 +260,7 @@ def variance_coefficients(weights: np.ndarray, population: int | None = None,
     inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
     fpc = 0.0 if population is None else 1.0 / population
     columns = [(p * p).sum(axis=-1) - fpc, (p * p * inv).sum(axis=-1)]
-    if _check_order(order, "variance_coefficients") == 2:
+    if check_noise_order(order, "variance_coefficients") == 2:
         columns.append((p * p * inv * inv).sum(axis=-1))
     return np.stack(columns, axis=-1)
 

@@ -113,7 +113,7 @@ class EEGradStrategy(Strategy):
         The rule. Default: :class:`~eegrad.SpreadThompson` for ``steps="every-round"`` (told the
         population K and the arms' spends, with ``noise_order=2``: a client's noise
         :math:`\tau^2/\omega + \kappa^2/\omega^2`, which covers clients that run several
-        local epochs on the samples their share buys, and one local step, where the fitted
+        local epochs on the samples their share buys, and one local step, where the model's
         :math:`\kappa^2` is 0), :func:`~eegrad.default_selector` for
         ``steps="t-rounds"``. :class:`~eegrad.FixedArm` gives FedAvg with a fixed client count;
         :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with the T-round

@@ -32,8 +32,8 @@ approximated as :math:`\mathcal N(\hat\theta, \hat\phi A^{-1})`, A the weighted 
 (``benchmarks/local_epochs_noise.py`` measures it); the second-order expansion of
 :mod:`eegrad.spread` adds :math:`\kappa^2 \sum_i p_i^2/\omega_i^2` to :math:`v_n` and the
 column :math:`(n-1)\sum_i\omega_i^{-2}` to the pair sum's design, and the fit is of
-:math:`\theta = (S^2, \tau^2, \kappa^2)`. With one local step :math:`\kappa^2 = 0` and the fit
-finds it so, up to its noise. The arms differ in their samples per client, which separates
+:math:`\theta = (S^2, \tau^2, \kappa^2)`. With one local step the model's :math:`\kappa^2` is
+0 (a client's finite data, drawn without replacement, can still give the fit a small one). The arms differ in their samples per client, which separates
 :math:`\kappa^2` from :math:`\tau^2`.
 
 **n = 1** has no within-round spread; its variance is *predicted* from the other arms through the
@@ -56,7 +56,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_array, check_integer, check_real, fail
-from ..spread import check_population, pair_design, sums_design, variance_coefficients
+from ..spread import (
+    check_noise_order,
+    check_population,
+    pair_design,
+    sums_design,
+    variance_coefficients,
+)
 from .base import ProtocolError, Selector
 from .registry import register_rule
 
@@ -128,9 +134,7 @@ class SpreadThompson(Selector):
     ):
         super().__init__()
         owner = "SpreadThompson"
-        self.noise_order = check_integer(noise_order, "noise_order", owner, ge=1)
-        if self.noise_order > 2:
-            raise fail("noise_order", owner, "1 (noise τ²/ω) or 2 (τ²/ω + κ²/ω²)", noise_order)
+        self.noise_order = check_noise_order(noise_order, owner, "noise_order")
         self.discount = check_real(discount, "discount", owner, gt=0, le=1)
         self.population = check_population(population, owner)
         self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
