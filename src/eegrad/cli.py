@@ -175,12 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
         "at every fixed n, at equal epsilon (the 'flower' and 'examples' extras). Writes "
         "flower_dp.csv (method,seed,step,cost,objective_gap,clients,noise_std,epsilon) and "
         "metadata.json. "
+        "flower-scorecard: the default strategy against Flower's FedAvg at every fixed n, at "
+        "equal total cost, in eight federations (FedSGD, local steps, heavy overheads, PyTorch "
+        "CNN with 1 and 3 epochs, a mini-batch MLP with momentum, central DP, a drifting best "
+        "n; the 'flower', 'torch' and 'examples' extras). Writes scorecard.csv (setting,method,"
+        "seed,round,cost,train_loss,test_accuracy), arms.csv, scorecard.md, scorecard.png and "
+        "metadata.json; an interrupted card rerun with the same command runs only what is "
+        "missing. "
         "wall-clock: the samples n clients buy with their shares of a round's time budget "
         "(eegrad.flower.WallClock), one after another and all at once (the 'flower' and "
         "'examples' extras). Writes wall_clock.csv (n,mode,rep,client,share,samples,seconds).",
     )
     ex.add_argument("name", choices=("federated", "flower", "flower-torch", "flower-dp",
-                                     "wall-clock"),
+                                     "flower-scorecard", "wall-clock"),
                     help="the example")  # fmt: skip
     ex.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="output folder (default results/NAME)")  # fmt: skip
@@ -192,7 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="federated: rounds T per step (>= 2N, default 40); flower: server "
                          "rounds per run (default 150, --quick 40)")  # fmt: skip
     ex.add_argument("--quick", action="store_true",
-                    help="flower: 8x8 digits, one split, 2 seeds, 5 fixed n (under a minute)")
+                    help="flower: 8x8 digits, one split, 2 seeds, 5 fixed n (under a minute); "
+                         "flower-scorecard: 2 seeds, short runs, about 5 fixed n (minutes)")
+    ex.add_argument("--settings", nargs="+", default=None, metavar="NAME",
+                    help="flower-scorecard: the settings to run (default all)")
     ex.add_argument("--runtime", choices=("local", "simulation"), default="local",
                     help="flower: messages delivered in this process, or Flower's simulation "
                          "runtime (Ray)")  # fmt: skip
@@ -325,6 +335,14 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
 
         out = args.out or Path("results/wall-clock")
         wall_clock(out, reps=args.seeds or 10)
+        print(f"wrote {out}/")
+        return 0
+    if args.command == "example" and args.name == "flower-scorecard":
+        from .examples.scorecard import main as scorecard
+
+        out = args.out or Path("results/flower_scorecard")
+        scorecard(out, quick=args.quick, seeds=args.seeds, settings=args.settings,
+                  jobs=args.jobs, progress=not getattr(args, "quiet", False), command=command)
         print(f"wrote {out}/")
         return 0
     seeded = {"flower-torch": ("flower_torch", 80), "flower-dp": ("flower_dp", 100)}

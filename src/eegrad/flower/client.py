@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 
-from .._validation import InvalidParameterError, check_callable, check_integer, check_real
+from .._validation import InvalidParameterError, check_callable, check_integer, check_real, fail
 
 __all__ = ["DeviceCost", "WallClock", "budgeted_train", "with_spread_sums"]
 
@@ -120,6 +120,7 @@ def budgeted_train(
     *,
     lr: float = 0.1,
     local_steps: int = 1,
+    batch_size: int | None = None,
     arrayrecord_key: str = "arrays",
     configrecord_key: str = "config",
 ) -> Callable[[Message, Context], Message]:
@@ -144,6 +145,12 @@ def budgeted_train(
         biased by client drift, which the paper's model does not cover).
     local_steps : int
         Local SGD steps, >= 1.
+    batch_size : int, optional
+        With :class:`DeviceCost`, spend the b samples the share buys in local steps on
+        mini-batches of this size (>= 1; the last one smaller), each a fresh batch drawn by
+        ``gradient``: a larger share buys more local steps, as a client that trains
+        mini-batches does (``local_steps`` must then be 1). None (default): ``local_steps``
+        steps on b samples in all.
 
     Returns
     -------
@@ -171,6 +178,11 @@ def budgeted_train(
     check_callable(gradient, "gradient", owner)
     lr = check_real(lr, "lr", owner, gt=0)
     local_steps = check_integer(local_steps, "local_steps", owner, ge=1)
+    if batch_size is not None:
+        batch_size = check_integer(batch_size, "batch_size", owner, ge=1)
+        if local_steps != 1:
+            raise fail("local_steps", owner, "1 with a batch_size (the share decides the "
+                       "steps)", local_steps)  # fmt: skip
     if not isinstance(device, DeviceCost | WallClock):
         check_callable(device, "device", owner)
 
@@ -190,7 +202,11 @@ def budgeted_train(
                     f"The budget share {share:g} buys no sample on this device (overhead "
                     f"{model.overhead:g}, speed {model.speed:g}): the server's c_min is too low."
                 )
-            sizes = [total // local_steps + (i < total % local_steps) for i in range(local_steps)]
+            if batch_size is None:
+                sizes = [total // local_steps + (i < total % local_steps)
+                         for i in range(local_steps)]  # fmt: skip
+            else:  # mini-batches: a larger share buys more local steps
+                sizes = [batch_size] * (total // batch_size) + [total % batch_size]
             for b in (s for s in sizes if s > 0):
                 g = gradient(arrays, b, context, config)
                 arrays = [a - lr * gi for a, gi in zip(arrays, g, strict=True)]

@@ -178,13 +178,15 @@ def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int) 
     return float(acc.get_epsilon(delta))
 
 
+@lru_cache(maxsize=1024)
 def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, population: int, *,
                     start: float | None = None, rtol: float = 1e-3) -> float:  # fmt: skip
     """The noise multiplier z with which ``rounds`` releases of n of ``population`` nodes
     (sampled without replacement, replace-one neighbours: Flower's RDP accountant, as
     :class:`CentralDP` composes them) spend ``epsilon`` at ``delta``: the least z, to a relative
     ``rtol``, whose ε is at most ``epsilon`` (bisection; ε falls as z grows). ``start``: a
-    guess (e.g. the z of n − 1, which is smaller)."""
+    guess (e.g. the z of n − 1, which is smaller). Cached: a process calibrates each
+    setting once."""
     owner = "calibrate_noise"
     check_integer(n, "n", owner, ge=1)
     check_integer(rounds, "rounds", owner, ge=1)

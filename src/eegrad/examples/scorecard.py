@@ -1,0 +1,322 @@
+r"""The scorecard of federations: the default strategy against FedAvg at every fixed n.
+
+A Flower user who adopts :class:`eegrad.flower.EEGradStrategy` stops guessing how many clients a
+round needs. Their yardstick is Flower's own ``FedAvg`` at the client count they would otherwise
+have guessed, at the same total cost. The scorecard runs, in each setting of
+:mod:`eegrad.examples.scorecard_settings`, the default strategy and ``FedAvg`` at every fixed n
+that every seed's budget affords, for the same number of rounds (each round costs the budget B,
+so equal rounds are equal total cost; under central DP every method ends at the same ε), and
+compares them by the final training loss: the mean over the last 20% of each run's evaluations,
+then the mean and standard error over seeds.
+
+For each setting the report gives the best fixed n in hindsight, the median fixed n (a blind
+guess), the default's ratio to both, its rank among the fixed n, and how many standard errors
+separate it from the best fixed n (the SE of the per-seed paired difference: every method of a
+seed runs on the same data and devices).
+
+Outputs (``main``): ``scorecard.csv`` — one row per evaluation, columns
+``setting,method,seed,round,cost,train_loss,test_accuracy``; ``arms.csv`` — the default's n in
+every round (``setting,method,seed,round,n``); ``scorecard.md`` — the table and the command;
+``scorecard.png`` — each setting's loss over cost; ``metadata.json``. Each finished federation is
+saved under ``runs/`` as it ends, so an interrupted card rerun with the same command runs only
+what is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_integer, fail
+from ..results import atomic_write_bytes, environment, write_json, write_table
+from .scorecard_settings import SETTINGS, check_settings, federation, method_id
+
+__all__ = ["ARM_COLUMNS", "COLUMNS", "main", "run", "run_one", "summarise"]
+
+#: Columns of ``scorecard.csv``.
+COLUMNS = ("setting", "method", "seed", "round", "cost", "train_loss", "test_accuracy")
+#: Columns of ``arms.csv``.
+ARM_COLUMNS = ("setting", "method", "seed", "round", "n")
+#: Fraction of each run's evaluations averaged into its final loss.
+LAST = 0.2
+QUICK_FIXED = 5  # --quick: about this many fixed n, spread over 1..N
+
+
+def _fixed_ns(N: int, quick: bool) -> list[int]:
+    if not quick:
+        return list(range(1, N + 1))
+    return sorted({int(round(x)) for x in np.geomspace(1, N, QUICK_FIXED)})
+
+
+def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: int,
+            candidate: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """One federation of ``rounds`` rounds on an in-process grid: its evaluation rows and, for
+    an EE-Grad strategy, the n of every round. ``method`` is ``"default"``, ``"fedavg-<n>"`` or
+    the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`)."""
+    import random
+
+    from flwr.app import ConfigRecord, MetricRecord
+
+    from ..flower import LocalGrid
+
+    fed = federation(setting, seed, rounds)
+    mid = method_id(setting, method)
+    config: dict[str, Any] = {"method-id": mid}
+    rows: list[dict[str, Any]] = []
+    if method.startswith("fedavg-"):
+        n = int(method.removeprefix("fedavg-"))
+        random.seed(seed * 1_000_003 + n)  # FedAvg samples with Python's random module
+        np.random.seed([seed, n])  # noqa: NPY002 - Flower's DP noise draws from NumPy's global stream
+        strategy, extra = fed.fixed(n, rounds)
+        config.update(extra)
+    else:
+        strategy = fed.default(np.random.SeedSequence([seed, mid]), rounds, **(candidate or {}))
+
+    def evaluate(server_round: int, arrays: Any) -> MetricRecord | None:
+        if server_round == 0 or (server_round % eval_every and server_round != rounds):
+            return None
+        loss, acc = fed.evaluate(arrays)
+        rows.append({"setting": setting, "method": method, "seed": seed, "round": server_round,
+                     "cost": server_round * 100.0, "train_loss": loss,
+                     "test_accuracy": acc})  # fmt: skip
+        return MetricRecord({"train-loss": loss, "test-accuracy": acc})
+
+    strategy.start(grid=LocalGrid(fed.client_app(), fed.K), initial_arrays=fed.initial(),
+                   num_rounds=rounds, train_config=ConfigRecord(config), evaluate_fn=evaluate)  # fmt: skip
+    arms = [{"setting": setting, "method": method, "seed": seed, "round": r["server_round"],
+             "n": r["arm"]} for r in getattr(strategy, "records", [])]  # fmt: skip
+    return rows, arms
+
+
+def _saved(path: Path) -> list[dict[str, Any]] | None:
+    if not path.exists():
+        return None
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
+         candidate: dict[str, Any] | None, store: Path | None,
+         progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """One federation, or its saved rows when ``store`` holds them."""
+    import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
+
+    stem = None if store is None else store / setting / f"{method}-seed{seed}"
+    if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None:
+        return rows, _saved(stem.with_suffix(".arms.csv")) or []
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # the softmax settings need no PyTorch
+        pass
+    t0 = time.perf_counter()
+    rows, arms = run_one(setting, method, seed, rounds=rounds, eval_every=eval_every,
+                         candidate=candidate)  # fmt: skip
+    if stem is not None:  # saved as it ends: an interrupted card loses nothing finished
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        write_table(stem.with_suffix(".arms.csv"), arms, ARM_COLUMNS)
+        write_table(stem.with_suffix(".csv"), rows, COLUMNS)
+    if progress:
+        print(f"  {setting} seed {seed} {method}: final loss {rows[-1]['train_loss']:.4f} "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
+    return rows, arms
+
+
+def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
+         candidates: dict[str, dict[str, Any]] | None = None) -> list[tuple]:  # fmt: skip
+    """The federations of a card: (setting, method, seed, rounds, eval_every, candidate) for
+    the default, every fixed n that every seed affords, and each candidate."""
+    todo = []
+    for name in settings:
+        s = SETTINGS[name]
+        rounds = s.quick_rounds if quick else s.rounds
+        eval_every = min(s.eval_every, rounds)
+        N = min(federation(name, seed, rounds).N for seed in seeds)
+        methods = [("default", None), *[(f"fedavg-{n}", None) for n in _fixed_ns(N, quick)],
+                   *(candidates or {}).items()]  # fmt: skip
+        todo += [(name, m, seed, rounds, eval_every, c) for seed in seeds for m, c in methods]
+    return todo
+
+
+def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int = 1,
+        store: Path | None = None, progress: bool = False,
+        candidates: dict[str, dict[str, Any]] | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """Every federation of the card; (rows of :data:`COLUMNS`, rows of :data:`ARM_COLUMNS`).
+
+    Each federation is seeded by its own (setting, method, seed), so the rows are the same
+    whatever ``jobs`` (joblib's loky processes) and whatever was saved in ``store`` before.
+    """
+    import joblib
+
+    todo = plan(settings, seeds, quick=quick, candidates=candidates)
+    parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
+        joblib.delayed(_job)(*t, store, progress) for t in todo)
+    rows = [r for part, _ in parts for r in part]
+    arms = [a for _, part in parts for a in part]
+    return rows, arms
+
+
+# -- summary ---------------------------------------------------------------------------------------------
+def final_losses(rows: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
+    """Per method and seed: the training loss averaged over the last :data:`LAST` of the run's
+    evaluations."""
+    per: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for r in rows:
+        per.setdefault((r["method"], int(r["seed"])), []).append((int(r["round"]),
+                                                                  float(r["train_loss"])))  # fmt: skip
+    out: dict[str, dict[int, float]] = {}
+    for (m, seed), pts in per.items():
+        pts.sort()
+        k = max(1, int(round(LAST * len(pts))))
+        out.setdefault(m, {})[seed] = float(np.mean([v for _, v in pts[-k:]]))
+    return out
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
+
+
+def summarise(rows: list[dict[str, Any]], method: str = "default") -> dict[str, Any]:
+    """One setting's line of the card: the final loss of every method (mean, SE, seeds), the
+    best and the median fixed n, ``method``'s ratio to both, its rank among the fixed n
+    (1: better than all), and its paired difference to the best in standard errors."""
+    finals = final_losses(rows)
+    fixed = {m: v for m, v in finals.items() if m.startswith("fedavg-")}
+    if method not in finals or not fixed:
+        raise fail("rows", "eegrad.examples.scorecard.summarise",
+                   f"rows of {method!r} and of at least one fixed n", sorted(finals))  # fmt: skip
+    stats = {m: (*_mean_se(list(v.values())), len(v)) for m, v in finals.items()}
+    order = sorted(fixed, key=lambda m: stats[m][0])
+    best = order[0]
+    median = float(np.median([stats[m][0] for m in order]))
+    mine = stats[method][0]
+    seeds = sorted(set(finals[method]) & set(finals[best]))
+    diff = [finals[method][s] - finals[best][s] for s in seeds]
+    d_mean, d_se = _mean_se(diff)
+    return {"final_loss": stats, "best": best, "best_loss": stats[best][0],
+            "median_loss": median, "over_best": mine / stats[best][0],
+            "over_median": mine / median, "rank": 1 + sum(stats[m][0] < mine for m in order),
+            "fixed": len(order), "ses_from_best": d_mean / d_se if d_se > 0 else float("nan"),
+            "below_median": mine <= median}  # fmt: skip
+
+
+def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
+    """The card as a Markdown table."""
+    lines = ["| setting | best fixed n | median fixed n | " + method + " | / best | / median | "
+             "rank | SEs from best |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, s in summaries.items():
+        st = SETTINGS[name]
+        mean, se, k = s["final_loss"][method]
+        b_mean, b_se, _ = s["final_loss"][s["best"]]
+        lines.append(
+            f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
+            f"{b_mean:.4f} ± {b_se:.4f} | {s['median_loss']:.4f} | {mean:.4f} ± {se:.4f} | "
+            f"{s['over_best']:.3f} | {s['over_median']:.3f} | {s['rank']} of "
+            f"{s['fixed'] + 1} | {s['ses_from_best']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path_stem: Path) -> None:
+    """Each setting's training loss over cost: the default, the best and the median fixed n
+    (bands ±2 SE over seeds), the other fixed n in grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(summaries)
+    cols = min(4, len(names))
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.0 * nrows), squeeze=False,
+                             constrained_layout=True)  # fmt: skip
+    for ax, name in zip(axes.flat, names, strict=False):
+        s = summaries[name]
+        mine = [r for r in rows if r["setting"] == name]
+        fixed = sorted((m for m in s["final_loss"] if m.startswith("fedavg-")),
+                       key=lambda m: s["final_loss"][m][0])  # fmt: skip
+        median = fixed[len(fixed) // 2]
+        show = {"default": ("C0", "default"), fixed[0]: ("C1", f"{fixed[0]} (best)"),
+                median: ("C4", f"{median} (median)")}  # fmt: skip
+        for m in sorted({r["method"] for r in mine}):
+            pts = [r for r in mine if r["method"] == m]
+            rounds = sorted({int(r["round"]) for r in pts})
+            table_ = [[float(r["train_loss"]) for r in pts if int(r["round"]) == t] for t in rounds]
+            mean = np.array([np.mean(v) for v in table_])
+            cost = np.array(rounds, float) * 100.0
+            if m in show:
+                se = np.array([np.std(v, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+                               for v in table_])  # fmt: skip
+                color, label = show[m]
+                ax.plot(cost, mean, color=color, label=label, lw=1.6)
+                ax.fill_between(cost, mean - 2 * se, mean + 2 * se, color=color, alpha=0.2)
+            elif m.startswith("fedavg-"):
+                ax.plot(cost, mean, color="0.8", lw=0.7)
+        ax.set_yscale("log")
+        ax.set_title(f"({SETTINGS[name].letter}) {name}", fontsize=9)
+        ax.set_xlabel("total cost (budget units)", fontsize=8)
+        ax.set_ylabel("training loss", fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    for ext in ("png", "pdf"):
+        fig.savefig(f"{path_stem}.{ext}", dpi=110)
+    plt.close(fig)
+
+
+def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
+         seeds: int | None = None, settings: list[str] | None = None, jobs: int = 1,
+         progress: bool = True, command: str | None = None,
+         candidates: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run the card; write ``scorecard.csv``, ``arms.csv``, ``scorecard.md``, ``scorecard.png``
+    and ``metadata.json``; return each setting's summary.
+
+    ``quick``: 2 seeds, the short runs of each setting and about five fixed n (minutes);
+    otherwise 10 seeds and every fixed n. ``candidates``: other EE-Grad strategies to run
+    beside the default (name → keyword arguments), each summarised as the default is.
+    """
+    owner = "eegrad.examples.scorecard.main"
+    names = check_settings(list(SETTINGS) if settings is None else settings)
+    seeds = check_integer(seeds if seeds is not None else (2 if quick else 10), "seeds", owner,
+                          ge=2)  # fmt: skip
+    jobs = check_integer(jobs, "jobs", owner)
+    if jobs == 0 or jobs < -1:
+        raise fail("jobs", owner, "a positive integer or -1 (every core)", jobs)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    store = out / ("runs-quick" if quick else "runs")
+    rows, arms = run(names, list(range(seeds)), quick=quick, jobs=jobs, store=store,
+                     progress=progress, candidates=candidates)  # fmt: skip
+    write_table(out / "scorecard.csv", rows, COLUMNS)
+    write_table(out / "arms.csv", arms, ARM_COLUMNS)
+    methods = ["default", *(candidates or {})]
+    summaries = {m: {name: summarise([r for r in rows if r["setting"] == name], m)
+                     for name in names} for m in methods}  # fmt: skip
+    plot(rows, summaries["default"], out / "scorecard")
+    command = command or f"eegrad example flower-scorecard{' --quick' if quick else ''}"
+    text = [f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
+            f"= the mean of the last {LAST:.0%} of a run's evaluations, then mean ± SE over "
+            "seeds; SEs from best: the paired difference to the best fixed n over its SE)\n"]  # fmt: skip
+    for m in methods:
+        text += [f"\n## {m}\n", table(summaries[m], m), ""]
+    atomic_write_bytes(out / "scorecard.md", "\n".join(text).encode())
+    import flwr
+
+    write_json(out / "metadata.json", {
+        "example": "flower-scorecard", "quick": quick, "seeds": seeds, "settings": names,
+        "command": command, "summary": summaries,
+        "versions": {**environment(), "flwr": flwr.__version__},
+        "wall_time_s": time.perf_counter() - t0})  # fmt: skip
+    if progress:
+        for m in methods:
+            print(f"\n{m}\n" + table(summaries[m], m))
+    return summaries

@@ -1,0 +1,345 @@
+r"""The federations of the scorecard (:mod:`eegrad.examples.scorecard`): one per setting.
+
+Every setting is a Flower federation on scikit-learn's 8×8 handwritten digits (1,797 images,
+one fifth held out for testing), split *non-iid* among K clients by a Dirichlet(0.3) law over
+each label, with heterogeneous virtual devices (:class:`eegrad.flower.DeviceCost`: overhead
+:math:`o_i`, speed :math:`s_i` samples per budget unit) and a per-round budget B = 100 shared by
+the n clients asked as the paper's Section 2 has it: each gets :math:`(B - D(n))/n`. Each
+setting changes one thing a Flower user's federation can differ in:
+
+=================  ===========================================================================
+``fedsgd``         (a) softmax regression, K = 20, one local gradient step (FedSGD)
+``local-steps``    (b) the same with 5 local steps on the samples the share buys
+``overheads``      (c) K = 50 clients with heavy overheads o ~ U(4, 8) and D(n) = 1.5 (n − 1):
+                   spending on more clients wastes budget, so the best n is inside the range
+``cnn-e1``         (d) a PyTorch CNN, E = 1 full-batch local epoch on the subset the share buys
+``cnn-e3``         (e) the same with E = 3 epochs
+``mlp-minibatch``  (f) a PyTorch MLP, E = 2 epochs of mini-batches of 16, SGD with momentum 0.9
+                   (as Flower's PyTorch quickstart trains): a larger share buys more local steps
+``dp``             (g) central DP at ε = 8 (δ = 1e-5) among K = 200 clients: the default with
+                   ``CentralDP("auto")`` against DP-FedAvg (Flower's own
+                   ``DifferentialPrivacyServerSideFixedClipping``) at every fixed n, each at
+                   the same ε by the end
+``arrival``        (h) softmax regression, K = 20, whose clients' data arrives over time: a
+                   client holds 8% of its samples at the first round and all of them from the
+                   middle of the run on; with few samples a large share buys nothing, so the
+                   best n falls as data arrives
+=================  ===========================================================================
+
+A setting builds, for one seed, a :class:`Federation`: the ClientApp, the initial model, the
+evaluation (the training loss on the pooled training data and the test accuracy), and the two
+kinds of strategy — Flower's own ``FedAvg`` at a fixed n (with the share in its
+``train_config``), and :class:`eegrad.flower.EEGradStrategy` as shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .._validation import fail
+from ..arms import feasible_arms, per_client_spend
+from ..costs import LinearAggregation
+from .flower_setting import REG, _load, _method_id, _split, softmax_loss_grad
+
+__all__ = ["SETTINGS", "Federation", "Setting", "check_settings", "federation"]
+
+BUDGET = 100.0
+DIRICHLET = "dirichlet-0.3"
+DP_EPSILON = 8.0
+DP_DELTA = 1e-5
+DP_CLIP = 1.0
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the scorecard: a name, what it tests, and how long it runs.
+
+    ``rounds`` and ``quick_rounds``: server rounds of a run (all methods spend B a round, so
+    equal rounds are equal total cost); ``eval_every``: rounds between evaluations (and the
+    last round); ``kind``: the federation builder's key; ``options``: its keyword arguments.
+    """
+
+    name: str
+    letter: str
+    summary: str
+    kind: str
+    rounds: int
+    quick_rounds: int
+    eval_every: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("fedsgd", "a", "softmax, 20 clients, FedSGD", "softmax", 60, 20),
+    Setting("local-steps", "b", "softmax, 20 clients, 5 local steps", "softmax", 60, 20,
+            options={"local_steps": 5}),
+    Setting("overheads", "c", "softmax, 50 clients, heavy overheads", "softmax", 60, 20,
+            options={"K": 50, "overhead": (4.0, 8.0), "agg_per_client": 1.5}),
+    Setting("cnn-e1", "d", "PyTorch CNN, E = 1 full-batch epoch", "torch", 40, 12,
+            eval_every=4, options={"net": "cnn", "epochs": 1, "lr": 0.3}),
+    Setting("cnn-e3", "e", "PyTorch CNN, E = 3 full-batch epochs", "torch", 40, 12,
+            eval_every=4, options={"net": "cnn", "epochs": 3, "lr": 0.3}),
+    Setting("mlp-minibatch", "f", "PyTorch MLP, E = 2 epochs of batches of 16, momentum 0.9",
+            "torch", 40, 12, eval_every=4,
+            options={"net": "mlp", "epochs": 2, "lr": 0.02, "batch_size": 16,
+                     "momentum": 0.9}),
+    Setting("dp", "g", "central DP, eps = 8, 200 clients", "softmax", 100, 30,
+            options={"K": 200, "dp": True}),
+    Setting("minibatch-drift", "h", "softmax, 20 clients, mini-batches of 8, a long run",
+            "softmax", 160, 40, eval_every=2, options={"batch_size": 8, "lr": 0.3}),
+)}  # fmt: skip
+
+
+def check_settings(names: Any) -> list[str]:
+    """The setting names, each checked against :data:`SETTINGS` (an unknown one is refused,
+    listing the known ones)."""
+    if isinstance(names, str):
+        names = [names]
+    out = []
+    for name in names:
+        if name not in SETTINGS:
+            raise fail("settings", "eegrad.examples.scorecard",
+                       f"names of known settings: {', '.join(SETTINGS)}", name)  # fmt: skip
+        out.append(name)
+    if not out:
+        raise fail("settings", "eegrad.examples.scorecard", "at least one setting", names)
+    return out
+
+
+# -- the data ------------------------------------------------------------------------------------------
+@lru_cache(maxsize=16)
+def _digits(seed: int, K: int) -> dict[str, Any]:
+    """8×8 digits: a fifth held out for testing, the rest split among K clients (Dirichlet 0.3)."""
+    X, y = _load("digits")
+    rng = np.random.default_rng([seed, 7])
+    test = np.zeros(y.size, bool)
+    test[rng.choice(y.size, y.size // 5, replace=False)] = True
+    clients = _split(y[~test], DIRICHLET, rng, K=K)
+    return {"X": X[~test], "y": y[~test], "X_test": X[test], "y_test": y[test],
+            "clients": clients}  # fmt: skip
+
+
+# -- one seed's federation -----------------------------------------------------------------------------
+@dataclass
+class Federation:
+    """What a run of one setting and seed needs.
+
+    ``client_app()`` builds the ClientApp every node runs; ``initial()`` the model's
+    ``ArrayRecord``; ``evaluate(arrays)`` gives (training loss on the pooled training data,
+    test accuracy); ``fixed(n, method_id)`` Flower's strategy at a fixed n and its train
+    config; ``default(rng)`` the :class:`~eegrad.flower.EEGradStrategy` as shipped.
+    """
+
+    K: int
+    N: int
+    c_min: float
+    aggregation: LinearAggregation
+    client_app: Callable[[], Any]
+    initial: Callable[[], Any]
+    evaluate: Callable[[Any], tuple[float, float]]
+    private: bool = False
+
+    def share(self, n: int) -> float:
+        """Each client's share (B − D(n))/n."""
+        return float(per_client_spend(BUDGET, self.aggregation, n))
+
+    def fixed(self, n: int, rounds: int) -> tuple[Any, dict[str, Any]]:
+        """Flower's own FedAvg with n clients a round (DP-FedAvg at ε = 8 when private), and the
+        config that carries the share to its clients."""
+        from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+
+        if n > self.N:
+            raise fail("n", "Federation.fixed", f"<= N = {self.N}", n)
+        config = {"budget-share": self.share(n)}
+        if not self.private:
+            return FedAvg(fraction_train=n / self.K, min_train_nodes=n,
+                          min_available_nodes=self.K, fraction_evaluate=0.0), config  # fmt: skip
+        from ..flower.privacy import calibrate_noise
+
+        z = calibrate_noise(n, rounds, DP_EPSILON, DP_DELTA, self.K)
+        inner = FedAvg(fraction_train=n / self.K, min_train_nodes=n, min_available_nodes=self.K,
+                       fraction_evaluate=0.0, weighted_by_key="num-updates")  # fmt: skip
+        return DifferentialPrivacyServerSideFixedClipping(inner, z, DP_CLIP, n), config
+
+    def default(self, rng: Any, rounds: int, **kwargs: Any) -> Any:
+        """:class:`~eegrad.flower.EEGradStrategy` as shipped (with ``CentralDP("auto")`` at
+        ε = 8 when private); ``kwargs`` override its defaults (candidate rules)."""
+        from ..flower import CentralDP, EEGradStrategy
+
+        if self.private:
+            kwargs.setdefault("privacy", CentralDP("auto", DP_CLIP, DP_DELTA,
+                                                   max_epsilon=DP_EPSILON, rounds=rounds))  # fmt: skip
+        return EEGradStrategy(BUDGET, self.c_min, aggregation=self.aggregation, rng=rng,
+                              min_available_nodes=self.K, **kwargs)  # fmt: skip
+
+
+def _devices(rng: np.random.Generator, K: int, overhead: tuple[float, float],
+             speed: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    return rng.uniform(*overhead, K), speed * rng.lognormal(0.0, 0.5, K)
+
+
+class _Batches:
+    """Each client's batches: the k-th gradient call of a client in a round of a method draws
+    from its own stream (seed, client, round, method, k), whatever ran before."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._calls: dict[tuple[int, int, int], int] = {}
+
+    def draw(self, pid: int, config: Any, idx: np.ndarray, size: int) -> np.ndarray:
+        key = (pid, int(config["server-round"]), int(config.get("method-id", 0)))
+        if key[1:] != next(iter(self._calls), key)[1:]:
+            self._calls.clear()  # a new round: the last one's counts are not needed
+        k = self._calls.get(key, 0)
+        self._calls[key] = k + 1
+        if size >= idx.size:
+            return idx
+        return np.random.default_rng([self.seed, *key, k]).choice(idx, size, replace=False)
+
+
+def _softmax(seed: int, *, K: int = 20, overhead: tuple[float, float] = (1.0, 3.0),
+             speed: float = 2.0, agg_per_client: float = 0.5, local_steps: int = 1,
+             lr: float = 0.5, batch_size: int | None = None, arrival: float | None = None,
+             rounds: int = 60, dp: bool = False) -> Federation:  # fmt: skip
+    """Softmax regression (λ = 1e-3) with FedSGD, local steps or mini-batches of
+    ``batch_size`` (:func:`~eegrad.flower.budgeted_train`); ``arrival``: the fraction of
+    the run by which every client holds all its data (8% at the start, linear in between);
+    ``dp``: equal weights (``num-updates`` = 1) for DP-FedAvg and the central-DP default."""
+    from flwr.app import Array, ArrayRecord
+    from flwr.clientapp import ClientApp
+
+    from ..flower import DeviceCost, budgeted_train
+
+    data = _digits(seed, K)
+    rng = np.random.default_rng([seed, 11, K])
+    o, s = _devices(rng, K, overhead, speed)
+    agg = LinearAggregation(b=agg_per_client)
+    c_min = float(np.max(o + 1.0 / s))
+    N = min(feasible_arms(c_min, agg, BUDGET)[0], K)
+    X, y, clients = data["X"], data["y"], data["clients"]
+    batches = _Batches(seed)
+    dim = (X.shape[1] + 1) * 10
+
+    def held(pid: int, config: Any) -> np.ndarray:
+        idx = clients[pid]
+        if arrival is None:
+            return idx
+        frac = min(1.0, 0.08 + 0.92 * (int(config["server-round"]) - 1) / (arrival * rounds))
+        return idx[: max(1, int(frac * idx.size))]
+
+    def gradient(arrays, size, context, config):
+        pid = int(context.node_config["partition-id"])
+        take = batches.draw(pid, config, held(pid, config), size)
+        return [softmax_loss_grad(arrays[0], X[take], y[take])[1]]
+
+    def device(context, config):
+        pid = int(context.node_config["partition-id"])
+        return DeviceCost(float(o[pid]), float(s[pid]), max_samples=int(held(pid, config).size))
+
+    def client_app() -> Any:
+        train = budgeted_train(gradient, device, lr=lr, local_steps=local_steps,
+                               batch_size=batch_size)  # fmt: skip
+
+        def reply(msg: Any, context: Any) -> Any:
+            out = train(msg, context)
+            if dp:
+                out.content["metrics"]["num-updates"] = 1
+            return out
+
+        app = ClientApp()
+        app.train()(reply)
+        return app
+
+    def evaluate(arrays: Any) -> tuple[float, float]:
+        w = arrays["w"].numpy()
+        loss, _ = softmax_loss_grad(w, X, y)
+        p = X.shape[1]
+        W = w.reshape(p + 1, 10)
+        pred = np.argmax(data["X_test"] @ W[:p] + W[p], axis=1)
+        return float(loss), float(np.mean(pred == data["y_test"]))
+
+    return Federation(K, N, c_min, agg, client_app, lambda: ArrayRecord({"w": Array(np.zeros(dim))}),
+                      evaluate, private=dp)  # fmt: skip
+
+
+def _network(net: str) -> Any:
+    from torch import nn
+
+    if net == "cnn":  # 6·(9 + 1) + (54 + 1)·10 = 610 parameters
+        return nn.Sequential(nn.Conv2d(1, 6, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(54, 10))  # fmt: skip
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def _torch(seed: int, *, net: str, epochs: int, lr: float, batch_size: int | None = None,
+           momentum: float = 0.0, K: int = 20, rounds: int = 60) -> Federation:  # fmt: skip
+    """A PyTorch model trained by :func:`~eegrad.flower.budgeted_torch_train` (E local epochs
+    on the subset the share buys; devices o ~ U(1, 3), s ~ 4·LogNormal(0, 0.5))."""
+    import torch
+    import torch.nn.functional as F
+    from flwr.app import ArrayRecord
+    from flwr.clientapp import ClientApp
+
+    from ..flower import DeviceCost, budgeted_torch_train
+
+    data = _digits(seed, K)
+    rng = np.random.default_rng([seed, 11, K])
+    o, s = _devices(rng, K, (1.0, 3.0), 4.0)
+    agg = LinearAggregation(b=0.5)
+    c_min = float(np.max(o + epochs / s))  # one sample for each of E epochs
+    N = min(feasible_arms(c_min, agg, BUDGET)[0], K)
+    X = torch.as_tensor(data["X"].reshape(-1, 1, 8, 8), dtype=torch.float32)
+    y = torch.as_tensor(data["y"], dtype=torch.int64)
+    X_test = torch.as_tensor(data["X_test"].reshape(-1, 1, 8, 8), dtype=torch.float32)
+    y_test = torch.as_tensor(data["y_test"], dtype=torch.int64)
+    clients = [torch.as_tensor(c, dtype=torch.int64) for c in data["clients"]]
+
+    def local(context: Any, config: Any) -> tuple[Any, Any]:
+        idx = clients[int(context.node_config["partition-id"])]
+        return X[idx], y[idx]
+
+    def device(context: Any, config: Any) -> DeviceCost:
+        pid = int(context.node_config["partition-id"])
+        return DeviceCost(float(o[pid]), float(s[pid]))
+
+    def optimizer(params: Any) -> Any:
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+
+    def client_app() -> Any:
+        app = ClientApp()
+        app.train()(budgeted_torch_train(lambda: _network(net), F.cross_entropy, local, device,
+                                         epochs=epochs, batch_size=batch_size,
+                                         optimizer=optimizer, seed=seed))  # fmt: skip
+        return app
+
+    def initial() -> Any:
+        torch.manual_seed(seed)
+        return ArrayRecord(_network(net).state_dict())
+
+    def evaluate(arrays: Any) -> tuple[float, float]:
+        model = _network(net)
+        model.load_state_dict(arrays.to_torch_state_dict())
+        model.eval()
+        with torch.no_grad():
+            loss = float(F.cross_entropy(model(X), y))
+            acc = float((model(X_test).argmax(dim=1) == y_test).float().mean())
+        return loss, acc
+
+    return Federation(K, N, c_min, agg, client_app, initial, evaluate)
+
+
+def federation(name: str, seed: int, rounds: int) -> Federation:
+    """The federation of setting ``name`` for ``seed`` (runs of ``rounds`` rounds)."""
+    setting = SETTINGS[check_settings(name)[0]]
+    build = _softmax if setting.kind == "softmax" else _torch
+    return build(seed, rounds=rounds, **setting.options)
+
+
+def method_id(setting: str, method: str) -> int:
+    """A stable integer per (setting, method), for the clients' and the server's streams."""
+    return _method_id(f"{setting}/{method}")
