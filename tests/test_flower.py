@@ -19,6 +19,7 @@ from eegrad import (
     GradientEstimator,
     InvalidParameterError,
     NonFiniteGradientError,
+    ProgressThompson,
     SpreadThompson,
 )
 from eegrad._random import as_generator
@@ -383,7 +384,7 @@ def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
     its final model w_0 − Σ_t ρ_t ū_t agree to rounding, ρ_t = 1 on the rounds whose arm is the
     fitted best, and some rounds (the warm-up's small n) are damped."""
     told = _told_updates(monkeypatch)
-    strategy = _strategy()
+    strategy = _strategy(damp_exploration=True)
     res = _start(strategy, LocalGrid(_app(), K, seed=2), 25)
     replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N),
                                               noise_order=2),
@@ -406,9 +407,10 @@ def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
     assert max(rhos) == 1.0
 
 
-def test_without_damping_every_round_steps_by_the_server_lr(monkeypatch):
+def test_by_default_every_round_steps_by_the_server_lr(monkeypatch):
+    # The default is undamped (the scorecard measured damping's cost in every setting).
     told = _told_updates(monkeypatch)
-    strategy = _strategy(damp_exploration=False, server_lr=0.5)
+    strategy = _strategy(server_lr=0.5)
     res = _start(strategy, LocalGrid(_app(), K, seed=2), 8)
     assert all(m["step-scale"] == 1.0 for m in strategy._metrics.values())
     w = np.zeros(D)
@@ -416,6 +418,28 @@ def test_without_damping_every_round_steps_by_the_server_lr(monkeypatch):
         p = np.array(weights) / np.sum(weights)
         w = w - 0.5 * p @ np.array(parts)
     np.testing.assert_allclose(res.arrays["w"].numpy(), w, rtol=1e-10, atol=1e-12)
+
+
+def test_a_rule_that_learns_the_signal_is_told_each_rounds_mean_norm(monkeypatch):
+    # ProgressThompson (uses_signal) is told ‖ū‖² of every round's weighted mean update, after
+    # the round's spread, by the estimator the strategy drives.
+    told = _told_updates(monkeypatch)
+    signals = []
+    original = ProgressThompson.tell_signal
+
+    def record(self, arms, mean_norm2):
+        signals.append((int(arms[0]), float(mean_norm2[0])))
+        return original(self, arms, mean_norm2)
+
+    monkeypatch.setattr(ProgressThompson, "tell_signal", record)
+    strategy = _strategy(selector=ProgressThompson(population=K, noise_order=2))
+    _start(strategy, LocalGrid(_app(), K, seed=2), 6)
+    assert len(signals) == len(told) == 6
+    for (arm, norm2), (_, parts, weights), row in zip(signals, told, strategy.records,
+                                                      strict=True):  # fmt: skip
+        mean = np.average(np.array(parts), axis=0, weights=weights)
+        assert arm == row["arm"] - 1
+        assert norm2 == pytest.approx(float(mean @ mean), rel=1e-10)
 
 
 def test_fixed_arm_is_never_damped():

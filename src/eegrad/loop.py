@@ -38,7 +38,7 @@ from ._validation import InvalidParameterTypeError, NonFiniteGradientError, chec
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
-from .parts import PullAccumulator
+from .parts import PullAccumulator, squared_norm
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
 from .spread import SpreadSums, check_weights
@@ -287,6 +287,8 @@ class GradientEstimator:
         arms = np.array([arm])
         if self._mode == "pairs":
             evidence(arms)
+            if self.selector.uses_signal:  # the round mean's squared norm, after its spread
+                self.selector.tell_signal(arms, np.array([squared_norm(g)]))
         elif self._mode == "full":
             self.selector.tell(arms, _flat_host(g)[None], check=False)
         elif self._mode == "gram":

@@ -295,6 +295,20 @@ def update_norm2(part: Any, reference: Any) -> float:
     return total
 
 
+def squared_norm(value: Any) -> float:
+    r""":math:`\|x\|^2` of an array, a tensor or a list of them (a model's arrays), summed in
+    float64."""
+    total = 0.0
+    for x in _segments(value)[0]:
+        if is_torch(x):
+            total += float(x.detach().to(_torch_float64()).pow(2).sum())
+        else:
+            xf = np.asarray(x).reshape(-1)
+            total += float(np.dot(xf, xf)) if xf.dtype == np.float64 else \
+                float(np.sum(np.square(xf, dtype=np.float64)))  # fmt: skip
+    return total
+
+
 def _torch_float64() -> Any:
     import torch
 

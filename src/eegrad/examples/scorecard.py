@@ -50,14 +50,15 @@ QUICK_FIXED = 5  # --quick: about this many fixed n, spread over 1..N
 def _fixed_ns(N: int, quick: bool) -> list[int]:
     if not quick:
         return list(range(1, N + 1))
-    return sorted({int(round(x)) for x in np.geomspace(1, N, QUICK_FIXED)})
+    return sorted({round(x) for x in np.geomspace(1, N, QUICK_FIXED)})
 
 
 def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: int,
             candidate: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """One federation of ``rounds`` rounds on an in-process grid: its evaluation rows and, for
     an EE-Grad strategy, the n of every round. ``method`` is ``"default"``, ``"fedavg-<n>"`` or
-    the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`)."""
+    the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`;
+    a callable ``selector`` is called with the :class:`Federation` to build the run's rule)."""
     import random
 
     from flwr.app import ConfigRecord, MetricRecord
@@ -75,7 +76,10 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
         strategy, extra = fed.fixed(n, rounds)
         config.update(extra)
     else:
-        strategy = fed.default(np.random.SeedSequence([seed, mid]), rounds, **(candidate or {}))
+        kwargs = dict(candidate or {})
+        if callable(kwargs.get("selector")):  # a rule built for this federation
+            kwargs["selector"] = kwargs["selector"](fed)
+        strategy = fed.default(np.random.SeedSequence([seed, mid]), rounds, **kwargs)
 
     def evaluate(server_round: int, arrays: Any) -> MetricRecord | None:
         if server_round == 0 or (server_round % eval_every and server_round != rounds):
@@ -174,7 +178,7 @@ def final_losses(rows: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for (m, seed), pts in per.items():
         pts.sort()
-        k = max(1, int(round(LAST * len(pts))))
+        k = max(1, round(LAST * len(pts)))
         out.setdefault(m, {})[seed] = float(np.mean([v for _, v in pts[-k:]]))
     return out
 
@@ -214,7 +218,7 @@ def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
              "rank | SEs from best |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, s in summaries.items():
         st = SETTINGS[name]
-        mean, se, k = s["final_loss"][method]
+        mean, se, _ = s["final_loss"][method]
         b_mean, b_se, _ = s["final_loss"][s["best"]]
         lines.append(
             f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
@@ -303,9 +307,9 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
                      for name in names} for m in methods}  # fmt: skip
     plot(rows, summaries["default"], out / "scorecard")
     command = command or f"eegrad example flower-scorecard{' --quick' if quick else ''}"
-    text = [f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
-            f"= the mean of the last {LAST:.0%} of a run's evaluations, then mean ± SE over "
-            "seeds; SEs from best: the paired difference to the best fixed n over its SE)\n"]  # fmt: skip
+    text = [(f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
+             f"= the mean of the last {LAST:.0%} of a run's evaluations, then mean ± SE over "
+             "seeds; SEs from best: the paired difference to the best fixed n over its SE)\n")]
     for m in methods:
         text += [f"\n## {m}\n", table(summaries[m], m), ""]
     atomic_write_bytes(out / "scorecard.md", "\n".join(text).encode())

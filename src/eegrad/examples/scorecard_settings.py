@@ -44,7 +44,7 @@ import numpy as np
 from .._validation import fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
-from .flower_setting import REG, _load, _method_id, _split, softmax_loss_grad
+from .flower_setting import _load, _method_id, _split, softmax_loss_grad
 
 __all__ = ["SETTINGS", "Federation", "Setting", "check_settings", "federation"]
 

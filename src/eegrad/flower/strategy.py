@@ -134,8 +134,11 @@ class EEGradStrategy(Strategy):
         v_{n_t}}`) is then never larger than that of the arm believed best, so a round that
         explores a noisy arm costs a shorter step, never a harmful one; ρ = 1 when the rule
         asks the arm it believes best. Each round's ρ is in its ``MetricRecord``
-        (``step-scale``). Default True; False steps every round by η alone. A rule that fits
-        no variances (e.g. :class:`~eegrad.FixedArm`, FedAvg) always has ρ = 1.
+        (``step-scale``). Default False: every round steps by η alone, as FedAvg does. On the
+        scorecard of federations (``eegrad example flower-scorecard``) damping shortened the
+        steps of every setting's default and cost it 1–14 % of final loss (the federated
+        guide). A rule that fits no variances (e.g. :class:`~eegrad.FixedArm`, FedAvg) always
+        has ρ = 1.
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children).
     min_available_nodes : int
@@ -179,7 +182,7 @@ class EEGradStrategy(Strategy):
         steps: str = "every-round",
         T: int | None = None,
         server_lr: float = 1.0,
-        damp_exploration: bool = True,
+        damp_exploration: bool = False,
         rng: Any = 0,
         min_available_nodes: int = 1,
         fraction_evaluate: float = 0.0,

@@ -6,6 +6,7 @@ from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
 from .memory import MemoryRule
 from .memory_rules import MemoryKLLCB, MemoryThompson
+from .progress import ProgressThompson
 from .registry import (
     RuleInfo,
     all_rules,
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryRule",
     "MemoryThompson",
     "OptimalArm",
+    "ProgressThompson",
     "ProtocolError",
     "RoundRobin",
     "RuleInfo",

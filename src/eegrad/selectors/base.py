@@ -110,6 +110,10 @@ class Selector:
     uses_parts: bool = False
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
+    #: Whether the rule also learns from the squared norm of each pull's mean (a
+    #: ``tell_signal(arms, mean_norm2)`` method, after the pull is told), as
+    #: :class:`~eegrad.ProgressThompson`: :class:`~eegrad.flower.EEGradStrategy` tells it.
+    uses_signal: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
     #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
     #: round's choice); set before each estimate by its driver from the engine that runs it

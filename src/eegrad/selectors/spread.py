@@ -321,8 +321,15 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
+        v = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(),
+                                         self._draw(theta, cov, z)))  # fmt: skip
+        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
+
+    @staticmethod
+    def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """A posterior draw θ + L z of the noise's parameters, negative components set to 0
+        (L: the Cholesky factor of ``cov``; z: standard normals, shape (R, k))."""
+        k = theta.shape[-1]
         jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
         L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(k))
-        draw = np.maximum(theta + np.einsum("rij,rj->ri", L, z), 0.0)
-        v = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(), draw))
-        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
+        return np.maximum(theta + np.einsum("rij,rj->ri", L, z), 0.0)
