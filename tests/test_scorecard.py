@@ -1,0 +1,129 @@
+"""The scorecard of federations (eegrad example flower-scorecard): its quick path, its summary,
+its resume and its errors; budgeted_train's mini-batch steps."""
+
+import csv
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
+
+from eegrad import InvalidParameterError
+from eegrad.examples import scorecard as sc
+from eegrad.examples.scorecard_settings import SETTINGS, federation
+from eegrad.flower import DeviceCost, budgeted_train
+
+
+def _read(path):
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_quick_card_writes_its_table_and_resumes(tmp_path):
+    # Two NumPy settings, --quick: every file, the contract's columns, one summary per setting;
+    # a rerun after one federation's saved rows are removed recomputes exactly those rows.
+    out = tmp_path / "card"
+    summaries = sc.main(out, quick=True, settings=["fedsgd", "overheads"], progress=False)
+    rows = _read(out / "scorecard.csv")
+    assert tuple(rows[0]) == sc.COLUMNS == ("setting", "method", "seed", "round", "cost",
+                                            "train_loss", "test_accuracy")  # fmt: skip
+    assert {r["setting"] for r in rows} == {"fedsgd", "overheads"}
+    for name in ("arms.csv", "scorecard.md", "scorecard.png", "metadata.json"):
+        assert (out / name).stat().st_size > 0
+    table = (out / "scorecard.md").read_text()
+    assert "eegrad example flower-scorecard --quick" in table
+    assert "(a) fedsgd" in table
+    assert "(c) overheads" in table
+    s = summaries["default"]["fedsgd"]
+    assert s["best"].startswith("fedavg-")
+    assert s["over_best"] >= 1.0 or s["rank"] == 1
+    # Equal total cost: every method of a setting ends at the same round and cost.
+    last = {(r["setting"], r["method"], r["seed"]): float(r["cost"]) for r in rows}
+    for name in ("fedsgd", "overheads"):
+        assert len({c for (st, _, _), c in last.items() if st == name}) == 1
+    # The default's n of every round is recorded.
+    arms = _read(out / "arms.csv")
+    assert len([a for a in arms if a["setting"] == "fedsgd" and a["seed"] == "0"]) == \
+        SETTINGS["fedsgd"].quick_rounds  # fmt: skip
+    saved = out / "runs-quick" / "fedsgd" / "default-seed1.csv"
+    before = saved.read_text()
+    saved.unlink()
+    sc.main(out, quick=True, settings=["fedsgd", "overheads"], progress=False)
+    assert saved.read_text() == before
+    assert _read(out / "scorecard.csv") == rows
+
+
+def test_summary_ranks_against_the_fixed_n_with_paired_errors():
+    # Three fixed n and the default on two seeds: the best, the median of the fixed n's means,
+    # the ratios, the rank and the paired difference in SEs, by hand.
+    rows = []
+    finals = {"fedavg-1": [3.0, 3.2], "fedavg-2": [1.0, 1.4], "fedavg-3": [2.0, 2.0],
+              "default": [1.5, 1.7]}  # fmt: skip
+    for m, values in finals.items():
+        for seed, v in enumerate(values):
+            rows += [{"method": m, "seed": seed, "round": r, "train_loss": v} for r in (1, 2)]
+    s = sc.summarise(rows)
+    assert s["best"] == "fedavg-2"
+    assert s["median_loss"] == pytest.approx(2.0)
+    assert s["over_best"] == pytest.approx(1.6 / 1.2)
+    assert s["over_median"] == pytest.approx(1.6 / 2.0)
+    assert s["rank"] == 2
+    assert s["below_median"]
+    diff = np.array([0.5, 0.3])
+    assert s["ses_from_best"] == pytest.approx(diff.mean() / (diff.std(ddof=1) / np.sqrt(2)))
+
+
+def test_unknown_settings_are_refused_listing_the_known_ones(tmp_path):
+    with pytest.raises(InvalidParameterError, match="fedsgd, local-steps, overheads"):
+        sc.main(tmp_path, quick=True, settings=["fedsgd", "nonsuch"], progress=False)
+    with pytest.raises(InvalidParameterError, match="seeds"):
+        sc.main(tmp_path, quick=True, seeds=1, settings=["fedsgd"], progress=False)
+
+
+def test_every_setting_builds_a_federation_with_an_inner_best_range():
+    # Each setting's federation affords at least 5 arms on seed 0; the heavy-overhead one
+    # fewer than its 50 clients (its best n lies inside the range).
+    for name, setting in SETTINGS.items():
+        if setting.kind == "torch":
+            pytest.importorskip("torch")
+        fed = federation(name, 0, setting.quick_rounds)
+        assert fed.N >= 5, name
+    assert federation("overheads", 0, 20).N < 50
+
+
+def test_cli_knows_the_scorecard():
+    from eegrad.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["example", "flower-scorecard", "--settings"])  # --settings needs names
+
+
+# -- budgeted_train's mini-batches -------------------------------------------------------------------
+def test_budgeted_train_spends_a_share_in_mini_batch_steps():
+    # A share that buys b samples makes ⌈b/size⌉ steps (the last one smaller), each a fresh
+    # call of the user's gradient; the weight is b and the cost that of b samples.
+    calls = []
+
+    def gradient(arrays, batch_size, context, config):
+        calls.append(batch_size)
+        return [np.ones_like(arrays[0])]
+
+    device = DeviceCost(overhead=1.0, speed=2.0)
+    train = budgeted_train(gradient, device, lr=0.1, batch_size=8)
+    cfg = ConfigRecord({"budget-share": 12.0, "server-round": 1})
+    msg = Message(RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(3))}), "config": cfg}),
+                  1, MessageType.TRAIN)  # fmt: skip
+    ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0}, state=RecordDict(),
+                  run_config={})  # fmt: skip
+    reply = train(msg, ctx)
+    b = device.samples(12.0)  # ⌊(12 − 1)·2⌋ = 22
+    assert calls == [8, 8, 6]
+    np.testing.assert_allclose(reply.content["arrays"]["w"].numpy(), -0.1 * 3 * np.ones(3))
+    assert reply.content["metrics"]["num-examples"] == b
+    assert reply.content["metrics"]["cost"] == pytest.approx(device.cost(b))
+    with pytest.raises(InvalidParameterError, match="'local_steps'"):
+        budgeted_train(gradient, device, local_steps=2, batch_size=8)
+    with pytest.raises(InvalidParameterError, match="'batch_size'"):
+        budgeted_train(gradient, device, batch_size=0)
