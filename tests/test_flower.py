@@ -24,6 +24,7 @@ from eegrad import (
 )
 from eegrad._random import as_generator
 from eegrad.flower import (
+    CentralDP,
     ClientUpdateError,
     DeviceCost,
     EEGradStrategy,
@@ -31,6 +32,7 @@ from eegrad.flower import (
     WallClock,
     budgeted_train,
 )
+from eegrad.flower.strategy import default_rule
 from eegrad.parts import PullAccumulator
 
 K, D, LR = 8, 4, 0.5
@@ -77,10 +79,11 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     told = _told_updates(monkeypatch)  # the server folds each reply w_i: keep u_i = w − w_i
     _start(strategy, grid, 25)
     arms = [r["arm"] for r in strategy.records]
-    # Replay: the same rule, the same stream (the strategy's first child), the same updates,
-    # told as a stack (the streamed sums equal the stack's to rounding).
-    replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N),
-                                              noise_order=2),
+    # Replay: the same rule (the strategy's default), the same stream (the strategy's first
+    # child), the same updates, told as a stack (the streamed sums equal the stack's to
+    # rounding).
+    assert isinstance(strategy.selector, ProgressThompson)
+    replay = GradientEstimator(default_rule(K, strategy.spend(strategy.N)),
                                strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
     for n, (_, parts, weights) in zip(arms, told, strict=True):
         assert replay.ask() == n
@@ -384,7 +387,10 @@ def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
     its final model w_0 − Σ_t ρ_t ū_t agree to rounding, ρ_t = 1 on the rounds whose arm is the
     fitted best, and some rounds (the warm-up's small n) are damped."""
     told = _told_updates(monkeypatch)
-    strategy = _strategy(damp_exploration=True)
+    probe = _strategy()
+    spend = probe.spend(min(probe.max_arms, K))
+    strategy = _strategy(damp_exploration=True,
+                         selector=SpreadThompson(population=K, spend=spend, noise_order=2))
     res = _start(strategy, LocalGrid(_app(), K, seed=2), 25)
     replay = GradientEstimator(SpreadThompson(population=K, spend=strategy.spend(strategy.N),
                                               noise_order=2),
@@ -422,24 +428,70 @@ def test_by_default_every_round_steps_by_the_server_lr(monkeypatch):
 
 def test_a_rule_that_learns_the_signal_is_told_each_rounds_mean_norm(monkeypatch):
     # ProgressThompson (uses_signal) is told ‖ū‖² of every round's weighted mean update, after
-    # the round's spread, by the estimator the strategy drives.
+    # the round's spread, and its inner product with the last round's, by the estimator the
+    # strategy drives.
     told = _told_updates(monkeypatch)
     signals = []
     original = ProgressThompson.tell_signal
 
-    def record(self, arms, mean_norm2):
-        signals.append((int(arms[0]), float(mean_norm2[0])))
-        return original(self, arms, mean_norm2)
+    def record(self, arms, mean_norm2, persistence=None):
+        signals.append((int(arms[0]), float(mean_norm2[0]), persistence))
+        return original(self, arms, mean_norm2, persistence)
 
     monkeypatch.setattr(ProgressThompson, "tell_signal", record)
     strategy = _strategy(selector=ProgressThompson(population=K, noise_order=2))
     _start(strategy, LocalGrid(_app(), K, seed=2), 6)
     assert len(signals) == len(told) == 6
-    for (arm, norm2), (_, parts, weights), row in zip(signals, told, strategy.records,
-                                                      strict=True):  # fmt: skip
+    last = None
+    for (arm, norm2, persistence), (_, parts, weights), row in zip(signals, told,
+                                                                   strategy.records,
+                                                                   strict=True):  # fmt: skip
         mean = np.average(np.array(parts), axis=0, weights=weights)
         assert arm == row["arm"] - 1
         assert norm2 == pytest.approx(float(mean @ mean), rel=1e-10)
+        # ...and the persistence ū_t·ū_{t−1}, from the second round on.
+        if last is None:
+            assert persistence is None
+        else:
+            assert float(persistence[0]) == pytest.approx(float(mean @ last), rel=1e-10)
+        last = mean
+
+
+def test_the_default_rule_and_damping_follow_the_privacy_mode():
+    # Without privacy: ProgressThompson, undamped; with a private release: SpreadThompson told
+    # the release's noise, damped; an explicit damp_exploration is kept either way.
+    plain = _strategy()
+    _start(plain, LocalGrid(_app(), K, seed=2), 2)
+    assert isinstance(plain.selector, ProgressThompson)
+    assert plain.damp_exploration is False
+    private = _strategy(privacy=CentralDP(2.0, 1.0, 1e-5))
+    assert private.damp_exploration is True
+    _start(private, LocalGrid(_app(), K, seed=2), 2)
+    assert type(private.selector) is SpreadThompson
+    assert private.selector.release_noise is not None
+    assert _strategy(privacy=CentralDP(2.0, 1.0, 1e-5), damp_exploration=False).damp_exploration \
+        is False  # fmt: skip
+    rule = default_rule(K, np.ones(5), release_noise=np.ones(5))
+    assert type(rule) is SpreadThompson
+    assert rule.noise_order == 2
+
+
+def test_a_progress_rule_damps_by_its_own_step_scale(monkeypatch):
+    # With damp_exploration=True, ProgressThompson's step_scale (the scale of most expected
+    # decrease, after the round is told) is each round's step-scale.
+    scales = []
+    original = ProgressThompson.step_scale
+
+    def record(self, arms):
+        out = original(self, arms)
+        scales.append(float(out[0]))
+        return out
+
+    monkeypatch.setattr(ProgressThompson, "step_scale", record)
+    strategy = _strategy(damp_exploration=True)
+    _start(strategy, LocalGrid(_app(), K, seed=2), 12)
+    assert [m["step-scale"] for m in strategy._metrics.values()] == scales
+    assert all(0.0 <= r <= 1.0 for r in scales)
 
 
 def test_fixed_arm_is_never_damped():
@@ -452,5 +504,5 @@ def test_damp_exploration_must_be_a_bool():
     from eegrad import InvalidParameterTypeError
 
     with pytest.raises(InvalidParameterTypeError, match="'damp_exploration' parameter of "
-                       "EEGradStrategy must be a bool. Got 'yes'"):  # fmt: skip
+                       "EEGradStrategy must be a bool or None. Got 'yes'"):  # fmt: skip
         _strategy(damp_exploration="yes")

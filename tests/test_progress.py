@@ -1,5 +1,5 @@
-"""ProgressThompson: the signal's estimator against the simulated truth, the progress criterion's
-closed form, and the choice where arms differ in how far their updates go."""
+"""ProgressThompson: its estimators (the signal's curve, the curvature from the persistence of
+consecutive round means) against the closed forms of the quadratic model, and its choices."""
 
 import numpy as np
 import pytest
@@ -17,6 +17,8 @@ K, D = 20, 6
 B, AGG = 100.0, 0.5
 SPEND = np.array([(B - AGG * (n - 1)) / n for n in range(1, K + 1)])
 OMEGA = np.maximum(np.floor((SPEND - 3.0) * 2.0), 1.0)
+ELL = np.log(SPEND) - np.log(SPEND).mean()  # the rule's centred log-spend, before scaling
+ELL = ELL / (np.log(SPEND).max() - np.log(SPEND).min())
 
 
 def _mc_check(samples: np.ndarray, expected: float) -> None:
@@ -25,30 +27,37 @@ def _mc_check(samples: np.ndarray, expected: float) -> None:
     assert abs(samples.mean() - expected) < 4 * se, (samples.mean(), expected, se)
 
 
-def _drive(rule, seed, rounds, gain, tau2=50.0, scale=0.3):
-    """``rounds`` rounds: n clients of K drawn without replacement, client k's update
-    gain(n)·g + μ_k + noise of trace τ²/ω_n (the spread model's noise; the arms' expected
-    updates differ by their gains), with a fixed direction g; returns the picks and the arms'
-    true signal and noise."""
-    rng = np.random.default_rng(seed)
+def _world(seed, scale=0.3):
     mu = np.random.default_rng(100 + seed).standard_normal((K, D)) * scale
-    mu -= mu.mean(axis=0)
-    g = np.full(D, 1.0 / np.sqrt(D))
+    return mu - mu.mean(axis=0)
+
+
+def _drive(rule, seed, rounds, gain, tau2=50.0, quadratic=False):
+    """``rounds`` rounds: n clients of K drawn without replacement, client k's update
+    gain(n)·(g + μ_k + e), e of trace τ²/ω_n (the local work scales the whole update). With
+    ``quadratic`` the direction is the gradient of F(w) = ½‖w‖² and every round steps
+    w ← w − ū; else g is fixed (no curvature: consecutive updates alike). Returns the picks
+    and every arm's true signal (at ‖g‖ = 1) and noise."""
+    rng = np.random.default_rng(seed)
+    mu = _world(seed)
+    w = np.full(D, 1.0 / np.sqrt(D))
     S2 = float((mu**2).sum() / (K - 1))
     ns = np.arange(1, K + 1)
     a = np.array([gain(n) for n in ns])
-    signal = a**2 * float(g @ g)
-    noise = S2 * (1 / ns - 1 / K) + tau2 / (ns * OMEGA)
+    signal = a**2
+    noise = a**2 * (S2 * (1 / ns - 1 / K) + tau2 / (ns * OMEGA))
     est = GradientEstimator(rule, K, T=1, dim=D, rng=seed)
     picks = []
     for _ in range(rounds):
         n = est.ask()
         picks.append(n)
         c = rng.choice(K, n, replace=False)
-        w = np.full(n, OMEGA[n - 1])
-        e = rng.standard_normal((n, D)) * np.sqrt(tau2 / w / D)[:, None]
-        est.tell_parts(a[n - 1] * g + mu[c] + e, w)
-        est.result()
+        weights = np.full(n, OMEGA[n - 1])
+        e = rng.standard_normal((n, D)) * np.sqrt(tau2 / weights / D)[:, None]
+        est.tell_parts(a[n - 1] * (w + mu[c] + e), weights)
+        step = est.result()
+        if quadratic:
+            w = w - step
         est.next_iterate()
     return np.array(picks), signal, noise
 
@@ -58,60 +67,104 @@ def _rule(**kw):
 
 
 def test_progress_closed_form_and_its_limits():
-    # D_n = x_n − (x_n² + v_n)/(2 x*): equal signals reduce it to −v_n up to a constant (the
-    # spread rule's choice); no signal anywhere gives −v_n itself.
+    # D_n = x_n − Λ_g x_n² − Λ_ξ v_n: equal signals reduce it to −Λ_ξ v_n up to a constant
+    # (the spread rule's choice); no signal anywhere gives −v_n itself.
     v = np.array([[3.0, 1.0, 2.0]])
     s = np.full((1, 3), 4.0)
-    d = ProgressThompson.progress(s, v)
-    np.testing.assert_allclose(d, 2.0 - (4.0 + v) / 4.0)
+    lam = np.array([[0.25, 0.5]])
+    d = ProgressThompson.progress(s, v, lam)
+    np.testing.assert_allclose(d, 2.0 - 0.25 * 4.0 - 0.5 * v)
     assert int(np.argmax(d)) == int(np.argmin(v))
-    np.testing.assert_allclose(ProgressThompson.progress(np.zeros((1, 3)), v), -v)
-    # A larger update is worth its noise while x − m/(2x*) grows: x = (2, 1), v = (2, 0).
-    d = ProgressThompson.progress(np.array([[4.0, 1.0]]), np.array([[2.0, 0.0]]))
-    np.testing.assert_allclose(d, [[2.0 - 6.0 / 4.0, 1.0 - 1.0 / 4.0]])
+    np.testing.assert_allclose(ProgressThompson.progress(np.zeros((1, 3)), v, lam), -v)
+    # One Λ for both terms: x − Λ(x² + v).
+    np.testing.assert_allclose(ProgressThompson.progress(s, v, np.array([0.25])),
+                               2.0 - 0.25 * (4.0 + v))  # fmt: skip
+    # A longer update is worth its noise while x − Λ_g x² − Λ_ξ v grows, and with a small Λ
+    # (steps far shorter than the curvature allows) the longer one wins.
+    s2, v2 = np.array([[4.0, 1.0]]), np.array([[2.0, 0.0]])
+    assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.25, 0.5]])))) == 1
+    assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.025, 0.05]])))) == 0
+    # The signal-fraction objective: x s/(s + v).
+    np.testing.assert_allclose(ProgressThompson.signal_fraction_progress(s2, v2),
+                               [[2.0 * 4.0 / 6.0, 1.0]])  # fmt: skip
 
 
-def test_signal_estimator_is_unbiased_without_discount():
-    # Arms pulled in turn; arm n's expected update a_n g with a signal a_n² linear in the
-    # log-spend (the fitted curve's family) and noise as the spread model has it; with
-    # discount 1 the weighted least-squares fit of ‖ū‖² − v̂ is unbiased up to the noise fit's
-    # own error. Over 12 seeds, the fitted signal of arms 1, 5 and 20 is within 4 SE (spread
-    # across seeds / sqrt(12)) of the truth.
+def test_persistence_recovers_the_curvature_of_a_quadratic():
+    # F(w) = ½ wᵀ H w with H = λI: a round of gain a at w gives ū = a(∇F + ξ), and the next
+    # round, after the step, ū' = a'(∇F(w − ū) + ξ'). The model's closed form: Λ_g = Λ_ξ =
+    # λ/(2‖∇F‖). With the rule's signal and noise set to the truth, its least-squares fit of
+    # the persistence over pairs of rounds, averaged over 10 seeds, is within 4 SE (spread
+    # across seeds / sqrt(10)) of it, for both.
+    lam, d = 2.0, 40
+    fits = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        rule = _rule(discount=1.0, seed=seed)
+        rule.init(1, K, d)
+        w = rng.standard_normal(d)
+        w *= 1.0 / (lam * np.linalg.norm(w))  # ‖∇F‖ = 1
+        gains = 0.05 * (1.0 + 3.0 * np.arange(K)[::-1] / K)  # longer updates for small n
+        v0 = 0.5 / np.arange(1, K + 1)  # the normalised noise, trace of ξ's covariance
+        signal = gains**2  # ‖∇F‖² = 1
+        noise = gains**2 * v0
+        rule.signal = lambda s=signal: s[None]  # the truth, so that the fit alone is tested
+        rule.predicted = lambda v=noise: v[None]
+        for _ in range(400):
+            n, n2 = rng.integers(0, K, 2)
+            g = lam * w
+            u = gains[n] * (g + rng.standard_normal(d) * np.sqrt(v0[n] / d))
+            u2 = gains[n2] * (lam * (w - u) + rng.standard_normal(d) * np.sqrt(v0[n2] / d))
+            rule.forget_persistence()
+            rule.tell_signal(np.array([n]), np.array([u @ u]))
+            rule.tell_signal(np.array([n2]), np.array([u2 @ u2]), np.array([u2 @ u]))
+        fits.append(rule.curvature()[0])
+    fits = np.array(fits)
+    truth = lam / 2.0  # λ/(2‖∇F‖)
+    for j in range(2):
+        _mc_check(fits[:, j], truth)
+
+
+def test_signal_curve_is_unbiased_without_discount():
+    # Arms pulled in turn, each update gain·(g + μ_k + e) with the signal a_n² = exp(1.5 ℓ_n)
+    # (the curve's family) and the noise scaled by the same gain; with discounts 1 the fitted
+    # signal of arms 1 (never pulled: extrapolated), 5 and 20, over 12 seeds, is within 4 SE
+    # (spread across seeds / sqrt(12)) of the truth, plus 5 %: each round's own noise is its
+    # spread times the model's ratio at the θ̂ fitted so far, a plug-in whose bias falls as the
+    # rounds grow (measured: within 3.5 % at 1,600 rounds, 10 % at 400).
     fits = []
     for seed in range(12):
-        rule = _rule(discount=1.0, seed=seed)
+        rule = _rule(discount=1.0, shape_discount=1.0, seed=seed)
         rule.init(1, K, D)
-        rule.warmup = []  # pull in turn below, not by the rule's choice
         rng = np.random.default_rng(seed)
-        mu = np.random.default_rng(100 + seed).standard_normal((K, D)) * 0.3
-        mu -= mu.mean(axis=0)
+        mu = _world(seed)
         g = np.full(D, 1.0 / np.sqrt(D))
-        gains = np.sqrt(1.0 + 0.5 * np.log(SPEND / SPEND[-1]))
-        for t in range(300):
+        gains = np.exp(0.75 * ELL)
+        for t in range(1200):
             n = 2 + t % (K - 1)  # n = 2..K (n = 1 has no spread)
             c = rng.choice(K, n, replace=False)
             w = np.full(n, OMEGA[n - 1])
             e = rng.standard_normal((n, D)) * np.sqrt(50.0 / w / D)[:, None]
-            parts = gains[n - 1] * g + mu[c] + e
+            parts = gains[n - 1] * (g + mu[c] + e)
             rule._pending = np.array([n - 1])
             rule.tell_parts(np.array([n - 1]), parts[None], w[None])
             mean = np.average(parts, axis=0, weights=w)
             rule.tell_signal(np.array([n - 1]), np.array([mean @ mean]))
         fits.append(rule.signal()[0][[0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2)
     fits = np.array(fits)
-    for j in range(3):
-        _mc_check(fits[:, j], 1.0)
+    se = fits.std(axis=0, ddof=1) / np.sqrt(len(fits))
+    assert np.all(np.abs(fits.mean(axis=0) - 1.0) < 4 * se + 0.05), (fits.mean(axis=0), se)
 
 
 def test_with_equal_updates_the_rule_chooses_as_the_spread_rule():
-    # FedSGD: every arm's expected update is the same, so the progress is −v_n up to a constant.
-    # Over the last half of 300 rounds (4 seeds) the mean noise of the arms the progress rule
-    # pulls is within 5 % of the spread rule's on the same seeds, and both are below uniform
-    # pulls'.
+    # FedSGD on F = ½‖w‖² (gain 0.3 for every arm: every expected update the same), so the
+    # progress is −Λ_ξ v_n up to a constant. Over the last half of 300 rounds (4 seeds), at
+    # the noise floor, the mean noise of the arms the progress rule pulls is within 5 % of the
+    # spread rule's on the same seeds, and both are below uniform pulls'.
     def mean_ratio(rule_of_seed):
         out = []
         for seed in range(4):
-            picks, _, noise = _drive(rule_of_seed(seed), seed, 300, lambda n: 1.0)
+            picks, _, noise = _drive(rule_of_seed(seed), seed, 300, lambda n: 0.3,
+                                     quadratic=True)  # fmt: skip
             out.append(noise[picks[150:] - 1].mean() / noise.min())
         return float(np.mean(out)), noise
 
@@ -121,39 +174,39 @@ def test_with_equal_updates_the_rule_chooses_as_the_spread_rule():
     assert max(progress, spread) < noise.mean() / noise.min() - 0.05
 
 
-def test_where_larger_shares_go_further_the_rule_follows_the_progress():
-    # Arms whose expected updates differ (the signal a_n² = 1 + 5 log(s_n/s_K) grows with the
-    # share s_n, a curve of the rule's family; the best arm's progress is 2.5x the largest n's)
-    # and whose noise is the spread model's. The spread rule minimises the noise; over the last
-    # half of 300 rounds (3 seeds) the progress rule's pulls make at least 97 % of the best
-    # arm's true progress x − (x² + v)/(2 x*) on average, the spread rule's (measured: 90 %)
-    # at least 3 points less.
+def test_without_curvature_the_longest_updates_win():
+    # A fixed gradient (consecutive updates alike: the persistence shows no curvature) and
+    # arms whose updates grow with the share (gain ∝ spend^0.75): the progress is the update's
+    # length, so over the last half of 300 rounds (3 seeds) the progress rule's pulls have, on
+    # average, at least 80 % of the longest update, where the spread rule's (which minimises
+    # the noise, so the shortest updates) have under 40 %.
     def gain(n):
-        return np.sqrt(1.0 + 5.0 * np.log(SPEND[n - 1] / SPEND[-1]))
+        return (SPEND[n - 1] / SPEND[0]) ** 0.75
 
-    def mean_share_of_best(rule_of_seed):
+    def mean_length(rule_of_seed):
         out = []
         for seed in range(3):
-            picks, signal, noise = _drive(rule_of_seed(seed), seed, 300, gain)
-            d = ProgressThompson.progress(signal[None], noise[None])[0]
-            out.append(d[picks[150:] - 1].mean() / d.max())
+            picks, signal, _ = _drive(rule_of_seed(seed), seed, 300, gain)
+            x = np.sqrt(signal)
+            out.append(x[picks[150:] - 1].mean() / x.max())
         return float(np.mean(out))
 
-    progress = mean_share_of_best(lambda s: _rule(seed=s))
-    spread = mean_share_of_best(lambda s: SpreadThompson(population=K, spend=SPEND, seed=s))
-    assert progress > 0.97, (progress, spread)
-    assert progress > spread + 0.03, (progress, spread)
+    assert mean_length(lambda s: _rule(seed=s)) > 0.8
+    assert mean_length(lambda s: SpreadThompson(population=K, spend=SPEND, seed=s)) < 0.4
 
 
-def test_progress_rule_keeps_the_rule_contract():
-    check_rule(ProgressThompson(population=50, noise_order=2))
+@pytest.mark.parametrize("objective", ["decrease", "signal-fraction"])
+def test_progress_rule_keeps_the_rule_contract(objective):
+    check_rule(ProgressThompson(population=50, noise_order=2, objective=objective))
 
 
 def test_progress_rule_errors_and_params():
     with pytest.raises(InvalidParameterError, match="signal_degree"):
         ProgressThompson(signal_degree=3)
-    with pytest.raises(TypeError, match="sample_signal"):
-        ProgressThompson(sample_signal="yes")
+    with pytest.raises(InvalidParameterError, match="objective"):
+        ProgressThompson(objective="fastest")
+    with pytest.raises(InvalidParameterError, match="shape_discount"):
+        ProgressThompson(shape_discount=0.0)
     rule = _rule()
     with pytest.raises(ProtocolError, match="before init"):
         rule.tell_signal(np.array([0]), np.array([1.0]))
@@ -162,9 +215,10 @@ def test_progress_rule_errors_and_params():
         rule.tell_signal(np.array([0]), np.array([-1.0]))
     with pytest.raises(InvalidParameterError, match="mean_norm2"):
         rule.tell_signal(np.array([0]), np.array([np.nan]))
+    with pytest.raises(InvalidParameterError, match="persistence"):
+        rule.tell_signal(np.array([0]), np.array([1.0]), np.array([np.inf]))
     with pytest.raises(InvalidParameterError, match="'arms'"):
         rule.tell_signal(np.array([K]), np.array([1.0]))
     params = rule.get_params()
     assert params["signal_degree"] == 1
-    assert params["sample_signal"] is False
     assert ProgressThompson(**params).get_params() == params

@@ -38,7 +38,7 @@ from ._validation import InvalidParameterTypeError, NonFiniteGradientError, chec
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
-from .parts import PullAccumulator, squared_norm
+from .parts import PullAccumulator, inner, squared_norm
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
 from .spread import SpreadSums, check_weights
@@ -135,6 +135,7 @@ class GradientEstimator:
         self._pending: int | None = None
         self._pull: PullAccumulator | None = None  # the parts told so far by tell_part
         self._single: Any = None  # with T = 1, the round's output (no statistics are kept)
+        self._last_mean: Any = None  # a signal rule's last round mean (its persistence)
         self.reset()
 
     def reset(self) -> None:
@@ -142,6 +143,7 @@ class GradientEstimator:
         self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
         self.selector.compiled_choice = self._compiled  # this loop's engine, set per estimate
         self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
+        self._last_mean = None
         self._start()
 
     def _start(self) -> None:
@@ -287,8 +289,8 @@ class GradientEstimator:
         arms = np.array([arm])
         if self._mode == "pairs":
             evidence(arms)
-            if self.selector.uses_signal:  # the round mean's squared norm, after its spread
-                self.selector.tell_signal(arms, np.array([squared_norm(g)]))
+            if self.selector.uses_signal:
+                self._tell_signal(arms, g)
         elif self._mode == "full":
             self.selector.tell(arms, _flat_host(g)[None], check=False)
         elif self._mode == "gram":
@@ -299,6 +301,15 @@ class GradientEstimator:
             self._single = g
         self._pending = None
         self.t += 1
+
+    def _tell_signal(self, arms: np.ndarray, g: Any) -> None:
+        """Tell a rule that learns from the signal (``uses_signal``) the round mean's squared
+        norm, after its spread, and — where every round is a step (T = 1) — its inner product
+        with the last round's mean, the persistence (one O(d) copy kept: the last mean)."""
+        last = self._last_mean
+        persistence = None if last is None else np.array([inner(g, last)])
+        self.selector.tell_signal(arms, np.array([squared_norm(g)]), persistence)
+        self._last_mean = g if self.T == 1 else None
 
     def tell_parts(self, parts: Any, weights: Any) -> None:
         r"""The pull told as its parts: the n updates (clients, data-parallel workers) whose

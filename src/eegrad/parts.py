@@ -295,18 +295,25 @@ def update_norm2(part: Any, reference: Any) -> float:
     return total
 
 
+def inner(a: Any, b: Any) -> float:
+    r""":math:`a \cdot b` of two arrays, tensors or lists of them in the same shapes (a model's
+    arrays), summed in float64."""
+    total = 0.0
+    for x, y in zip(_segments(a)[0], _segments(b)[0], strict=True):
+        if is_torch(x):
+            f64 = _torch_float64()
+            total += float((x.detach().to(f64) * y.detach().to(f64)).sum())
+        else:
+            xf, yf = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)
+            total += float(np.dot(xf, yf)) if xf.dtype == yf.dtype == np.float64 else \
+                float(np.dot(xf.astype(np.float64), yf.astype(np.float64)))  # fmt: skip
+    return total
+
+
 def squared_norm(value: Any) -> float:
     r""":math:`\|x\|^2` of an array, a tensor or a list of them (a model's arrays), summed in
     float64."""
-    total = 0.0
-    for x in _segments(value)[0]:
-        if is_torch(x):
-            total += float(x.detach().to(_torch_float64()).pow(2).sum())
-        else:
-            xf = np.asarray(x).reshape(-1)
-            total += float(np.dot(xf, xf)) if xf.dtype == np.float64 else \
-                float(np.sum(np.square(xf, dtype=np.float64)))  # fmt: skip
-    return total
+    return inner(value, value)
 
 
 def _torch_float64() -> Any:

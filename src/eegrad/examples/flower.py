@@ -13,7 +13,7 @@ Every method spends B per server round, so equal rounds are equal total cost:
 
 * ``fedavg-<n>`` — Flower's own ``FedAvg`` class, n clients per round, one step per round;
 * ``default`` — :class:`eegrad.flower.EEGradStrategy` as shipped: one step per round, n chosen by
-  :class:`eegrad.SpreadThompson` from the spread of the client updates;
+  its default rule (:func:`eegrad.flower.strategy.default_rule`) from the client updates;
 * ``t-rounds`` — the paper's structure with :func:`eegrad.default_selector`: T query rounds at
   one model per step, T = 2N, the least the rule allows (it pulls every n twice first);
 * ``eegrad`` — the paper's rule (:class:`eegrad.EEGrad`, α = 2.5, c = 1, β·P from a pilot of
@@ -94,8 +94,8 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
     from flwr.serverapp.strategy import FedAvg
 
     from ..flower import EEGradStrategy
-    from ..flower.strategy import DEFAULT_NOISE_ORDER
-    from ..selectors import EEGrad, SpreadThompson
+    from ..flower.strategy import default_rule
+    from ..selectors import EEGrad
 
     prob = problem(dataset, split, seed)
     N = prob.N
@@ -130,8 +130,7 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
     elif method == "default":
         strategy = EEGradStrategy(**common)
     elif method.startswith("default-"):  # the default rule with another discount
-        rule = SpreadThompson(population=K_CLIENTS, spend=share(np.arange(1, N + 1)),
-                              discount=discount, noise_order=DEFAULT_NOISE_ORDER)  # fmt: skip
+        rule = default_rule(K_CLIENTS, share(np.arange(1, N + 1)), discount=discount)
         strategy = EEGradStrategy(**common, selector=rule)
     elif method == "t-rounds":
         strategy = EEGradStrategy(**common, steps="t-rounds", T=2 * N)

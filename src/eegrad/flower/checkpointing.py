@@ -36,10 +36,10 @@ def fingerprint(strategy: EEGradStrategy, model: dict[str, np.ndarray]) -> dict[
     """What a checkpoint must share with the strategy to continue it."""
     st = strategy
     sel = st.selector if st._rule_given else None
-    from .strategy import DEFAULT_NOISE_ORDER  # here: the strategy imports this module
+    from .strategy import default_rule_name  # here: the strategy imports this module
 
-    default = (f"default (SpreadThompson, noise_order={DEFAULT_NOISE_ORDER})"
-               if st.steps == "every-round" else "default")  # fmt: skip
+    default = (default_rule_name(st.privacy is not None) if st.steps == "every-round"
+               else "default")  # fmt: skip
     n = np.arange(1.0, st.max_arms + 2.0)
     return {"budget": st.budget, "c_min": st.c_min, "steps": st.steps, "T": st.T,
             "D(1..N+1)": [float(x) for x in st.aggregation(n)],

@@ -69,14 +69,15 @@ from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..parts import PullAccumulator, update_norm2
 from ..results import append_row, write_table
-from ..selectors import Selector, SpreadThompson, default_selector
+from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
 from ..spread import SpreadSums
 from .checkpointing import resume, save_round
 from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
 from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 
-__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy"]
+__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy",
+           "default_rule"]  # fmt: skip
 
 
 #: Columns of the per-round records (and of ``csv_path``).
@@ -84,8 +85,35 @@ RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_repli
                   "failed_nodes", "budget", "budget_used", "cost")  # fmt: skip
 
 _STEPS = ("every-round", "t-rounds")
-#: The default every-round rule's noise model (SpreadThompson's ``noise_order``).
+#: The default every-round rule's noise model (its ``noise_order``).
 DEFAULT_NOISE_ORDER = 2
+
+
+def default_rule(population: int, spend: Any, *, release_noise: Any = None,
+                 discount: float = 0.9) -> Selector:  # fmt: skip
+    r"""The every-round rule :class:`EEGradStrategy` builds when given none, for K =
+    ``population`` nodes and the arms' per-client spends ``spend``, shape (N,).
+
+    Without privacy, :class:`~eegrad.ProgressThompson` (``noise_order=2``): n chosen for the
+    expected decrease of its round, from the spread (the noise) and the round mean's squared
+    norm and persistence (the signal and the curvature), so that clients whose larger shares
+    buy more local steps are valued for how far they go. With a private release
+    (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm n's mean),
+    :class:`~eegrad.SpreadThompson` (``noise_order=2``) told it: the release's noise buries
+    the signal there, and the least noise is the rule's aim (measured on the scorecard of
+    federations, ``eegrad example flower-scorecard``; the federated guide).
+    """
+    if release_noise is not None:
+        return SpreadThompson(population=population, spend=spend, release_noise=release_noise,
+                              noise_order=DEFAULT_NOISE_ORDER, discount=discount)  # fmt: skip
+    return ProgressThompson(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
+                            discount=discount)  # fmt: skip
+
+
+def default_rule_name(private: bool) -> str:
+    """How a checkpoint's fingerprint names the default every-round rule."""
+    rule = "SpreadThompson" if private else "ProgressThompson"
+    return f"default ({rule}, noise_order={DEFAULT_NOISE_ORDER})"
 
 
 class ClientUpdateError(InvalidParameterError):
@@ -110,35 +138,36 @@ class EEGradStrategy(Strategy):
         fixed per-round cost (e.g. broadcasting the model), spent whatever n is, e.g.
         ``LinearAggregation(b=0.5, fixed=10.0)``: the clients share B − D(n).
     selector : Selector, optional
-        The rule. Default: :class:`~eegrad.SpreadThompson` for ``steps="every-round"`` (told the
-        population K and the arms' spends, with ``noise_order=2``: a client's noise
-        :math:`\tau^2/\omega + \kappa^2/\omega^2`, which covers clients that run several
-        local epochs on the samples their share buys, and one local step, where the model's
-        :math:`\kappa^2` is 0), :func:`~eegrad.default_selector` for
-        ``steps="t-rounds"``. :class:`~eegrad.FixedArm` gives FedAvg with a fixed client count;
-        :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with the T-round
-        structure.
+        The rule. Default for ``steps="every-round"``: :func:`default_rule`, told the
+        population K and the arms' spends — :class:`~eegrad.ProgressThompson`, which picks n
+        for the expected decrease of its round (the spread gives the noise, the round mean's
+        squared norm the signal, consecutive means the curvature), or with ``privacy``
+        :class:`~eegrad.SpreadThompson` told the release's noise; both with ``noise_order=2``
+        (a client's noise :math:`\tau^2/\omega + \kappa^2/\omega^2`, for clients that run
+        several local steps on the samples their share buys). For ``steps="t-rounds"``:
+        :func:`~eegrad.default_selector`. :class:`~eegrad.FixedArm` gives FedAvg with a fixed
+        client count; :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with
+        the T-round structure.
     steps : {"every-round", "t-rounds"}
         Whether every round steps (the default) or the paper's T query rounds make one step.
     T : int, optional
         Rounds per step for ``steps="t-rounds"`` (>= the rule's minimum, 2N for index rules).
     server_lr : float
         η of the server's step, > 0 (1: FedAvg's aggregate for every-round).
-    damp_exploration : bool
-        With ``steps="every-round"`` and a rule that fits every arm's variance
-        (:meth:`~eegrad.selectors.Selector.predicted` not None, as
-        :class:`~eegrad.SpreadThompson`), scale the round's step by
-        :math:`\rho_t = \sqrt{\hat v^* / \hat v_{n_t}} \le 1`, where :math:`\hat v_n` is the
-        rule's fitted variance of arm n's mean (after the round is told) and :math:`\hat v^*`
-        the least over the arms: the noise of a round's step (SD :math:`\rho_t \sqrt{\hat
-        v_{n_t}}`) is then never larger than that of the arm believed best, so a round that
-        explores a noisy arm costs a shorter step, never a harmful one; ρ = 1 when the rule
-        asks the arm it believes best. Each round's ρ is in its ``MetricRecord``
-        (``step-scale``). Default False: every round steps by η alone, as FedAvg does. On the
-        scorecard of federations (``eegrad example flower-scorecard``) damping shortened the
-        steps of every setting's default and cost it 1–14 % of final loss (the federated
-        guide). A rule that fits no variances (e.g. :class:`~eegrad.FixedArm`, FedAvg) always
-        has ρ = 1.
+    damp_exploration : bool or None
+        With ``steps="every-round"``, scale the round's step by :math:`\rho_t \le 1`: for a
+        rule with its own model of a step's worth (:class:`~eegrad.ProgressThompson`'s
+        ``step_scale``), the scale of most expected decrease; for a rule that fits every arm's
+        variance (:meth:`~eegrad.selectors.Selector.predicted` not None, as
+        :class:`~eegrad.SpreadThompson`), :math:`\rho_t = \sqrt{\hat v^* / \hat v_{n_t}}`,
+        where :math:`\hat v_n` is the rule's fitted variance of arm n's mean (after the round
+        is told) and :math:`\hat v^*` the least over the arms, so that a round that explores a
+        noisy arm costs a shorter step; ρ = 1 for a rule that fits no variances (e.g.
+        :class:`~eegrad.FixedArm`, FedAvg). Each round's ρ is in its ``MetricRecord``
+        (``step-scale``). None (default): damped with ``privacy`` (the release adds known noise
+        that dominates the rounds of few clients), undamped otherwise, as FedAvg steps: on the
+        scorecard of federations (``eegrad example flower-scorecard``) damping cost the
+        default 1–14 % of final loss in every setting without privacy (the federated guide).
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children).
     min_available_nodes : int
@@ -182,7 +211,7 @@ class EEGradStrategy(Strategy):
         steps: str = "every-round",
         T: int | None = None,
         server_lr: float = 1.0,
-        damp_exploration: bool = False,
+        damp_exploration: bool | None = None,
         rng: Any = 0,
         min_available_nodes: int = 1,
         fraction_evaluate: float = 0.0,
@@ -220,9 +249,11 @@ class EEGradStrategy(Strategy):
         self.selector = selector
         self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
+        if damp_exploration is None:  # damped where a private release adds known noise
+            damp_exploration = privacy is not None
         if not isinstance(damp_exploration, bool | np.bool_):
             raise InvalidParameterTypeError(
-                f"The 'damp_exploration' parameter of {owner} must be a bool. Got "
+                f"The 'damp_exploration' parameter of {owner} must be a bool or None. Got "
                 f"{damp_exploration!r} instead."
             )
         self.damp_exploration = bool(damp_exploration)
@@ -281,8 +312,7 @@ class EEGradStrategy(Strategy):
                 sel.release_noise = noise
         if sel is None:
             if self.steps == "every-round":
-                sel = SpreadThompson(population=num_nodes, spend=self.spend(self.N),
-                                     release_noise=noise, noise_order=DEFAULT_NOISE_ORDER)  # fmt: skip
+                sel = default_rule(num_nodes, self.spend(self.N), release_noise=noise)
             else:
                 sel = default_selector()
             self.selector = sel
@@ -539,6 +569,8 @@ class EEGradStrategy(Strategy):
         t-rounds, or with a rule that fits no variances)."""
         if not self.damp_exploration or self.steps != "every-round":
             return 1.0
+        if hasattr(self.selector, "step_scale"):  # a rule with its own model of a step's worth
+            return float(self.selector.step_scale(np.array([n - 1]))[0])
         fitted = self.selector.predicted()
         if fitted is None:
             return 1.0

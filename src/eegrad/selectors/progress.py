@@ -4,46 +4,51 @@ r"""A rule that chooses the n whose round makes the most progress, not only the 
 variance :math:`v_n`. That is the paper's model: every arm returns an unbiased estimate of the
 same gradient, and arms differ only in noise. With local training they also differ in how far
 an update goes: a client whose share buys more samples takes more local steps (mini-batches,
-momentum), so the expected update :math:`\mu_n = \mathbb E\,\bar u` of a round of n clients
-depends on n. A rule that minimises the noise alone then prefers the rounds that barely move.
+momentum), so the expected update of a round of n clients depends on n. A rule that minimises
+the noise alone then prefers the rounds that barely move.
 
-**The progress of a round.** Write the round's step :math:`w \leftarrow w - \bar u` with
-:math:`\mathbb E\,\bar u = \mu_n = a_n d` (the arms' expected updates share a direction d,
-a descent direction; :math:`a_n \ge 0` is the arm's gain) and noise of trace :math:`v_n`. On a
-local quadratic model with curvature B along d, taken to be also the curvature seen by the
-noise, the expected decrease is
-
-.. math::
-
-    D_n = A\,x_n - \tfrac{B}{2}\,(x_n^2 + v_n), \qquad x_n = \|\mu_n\|,\; A = \nabla F \cdot
-    d/\|d\|,
-
-the first-order gain of a step of length :math:`x_n` less the curvature's cost of its mean
-square :math:`m_n = x_n^2 + v_n`. The ratio :math:`B/A` is unknown; the rule takes the largest
-update the arms make, :math:`x^* = \max_n x_n`, as the step that a noiseless quadratic would
-take (:math:`A/B = x^*`: the user's local training, at its most, is not too long a step). Then
+**The progress of a round.** Let round t of arm n step :math:`w_{t+1} = w_t - \bar u_t` with
+:math:`\bar u_t = a_n (g_t + \xi_t)`: the arm's gain :math:`a_n > 0` (the local work its share
+buys) times the gradient :math:`g_t` plus noise. On a local quadratic model whose curvature
+:math:`\lambda` is the same along the gradient and the noise, the expected decrease is
 
 .. math::
 
-    D_n \propto x_n - \frac{x_n^2 + v_n}{2 x^*}.
+    D_n = a_n\|g\|^2 - \tfrac{\lambda}{2} a_n^2 (\|g\|^2 + \|\xi\|^2)
+        = \|g\| \bigl( x_n - \Lambda\, m_n \bigr),
 
-Where every arm makes the same expected update (one local gradient step, FedSGD: the paper's
-model), :math:`x_n = x^*` and the rule minimises :math:`v_n` — the spread rule's choice. Where the
-updates differ, a larger one is worth its extra noise as long as :math:`x_n - m_n/(2x^*)` grows.
+with :math:`x_n = a_n\|g\|` the length of the arm's expected update (its *signal*
+:math:`s_n = x_n^2`), :math:`m_n = s_n + v_n` its mean square and :math:`\Lambda = \lambda/(2\|g\|)`,
+one number common to the arms. Where every arm makes the same expected update (one local
+gradient step, FedSGD: the paper's model) the rule minimises :math:`v_n`, as the spread rule;
+where updates differ, a longer one is worth its noise while :math:`x_n - \Lambda m_n` grows.
 
-**The signal.** The server sees :math:`\|\bar u\|^2`, whose expectation is :math:`x_n^2 + v_n`;
-less the fitted :math:`\hat v_n` it is an unbiased estimate of the signal :math:`x_n^2`. Told each
-round (:meth:`ProgressThompson.tell_signal`), the signal is fitted as a quadratic in the log of
-the per-client spend :math:`s_n = (B - D(n))/n` — one curve for all arms, so that arms never pulled
-are predicted and a flat signal (FedSGD) is learnt as flat — by discounted least squares (the
-evidence ages by ``discount`` a round, as the noise's), each round weighted by the inverse
-square of its mean square predicted before the round (the variance of :math:`\|\bar u\|^2` grows
-as its square).
+**What the rounds show.** :math:`\mathbb E\|\bar u\|^2 = s_n + v_n`: less the fitted noise, the
+squared norm of a round's mean estimates the arm's signal. The signal is fitted as
+:math:`s_n = \exp(b_0 + b_1 \ell_n)` in the centred log-spend :math:`\ell_n` of the per-client
+spend :math:`(B - D(n))/n` (``signal_degree=2`` adds :math:`b_2\ell_n^2`) — one curve for all
+arms, so that arms never pulled are predicted and a flat signal is learnt as flat; each
+coefficient of the log-spend is shrunk towards 0 by its evidence. And the next round sees the
+curvature: since :math:`g_{t+1} = g_t - \lambda\bar u_t`,
 
-**Choice.** The spread rule's warm-up, then posterior sampling: draw the noise's parameters as
-:class:`~eegrad.SpreadThompson` does and the signal's curve from its approximate posterior,
-predict :math:`x_n` and :math:`v_n` for every arm and pull :math:`\arg\max_n D_n` (ties to the largest
-n). Until a signal has been told, the rule is :class:`~eegrad.SpreadThompson`.
+.. math::
+
+    \mathbb E\,[\bar u_{t+1}\cdot\bar u_t] = x_{n_{t+1}}\bigl(x_{n_t} - 2\Lambda\, m_{n_t}\bigr),
+
+so the persistence of consecutive means gives :math:`\Lambda` by least squares through the
+origin, :math:`x_{n_{t+1}}x_{n_t} - \bar u_{t+1}\cdot\bar u_t` against :math:`2x_{n_{t+1}}m_{n_t}`:
+steps far shorter than the curvature allows (consecutive updates alike) give a small
+:math:`\Lambda` and favour the longest updates; a noisy or overshooting step (consecutive
+updates unlike) a large one, and the least noise. Both fits discount the evidence by
+``discount`` a round, as the noise's. Until rounds show a persistence, :math:`\Lambda = 1/(2x^*)`
+(:math:`x^* = \max_n x_n`: the longest update taken for the step a noiseless quadratic takes).
+
+**Choice.** The spread rule's warm-up, then: draw the noise's parameters as
+:class:`~eegrad.SpreadThompson` does, predict :math:`x_n` and :math:`v_n` for every arm and pull
+:math:`\arg\max_n (x_n - \Lambda m_n)` (ties to the largest n). Until a signal has been told,
+the rule is :class:`~eegrad.SpreadThompson`. The persistence assumes every round is a step by
+its mean (a server step :math:`\eta\bar u`, folded into :math:`\Lambda`); with T rounds per step
+(:class:`~eegrad.GradientEstimator`'s ``T > 1``) none is told and :math:`\Lambda = 1/(2x^*)`.
 """
 
 from __future__ import annotations
@@ -52,35 +57,37 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InvalidParameterTypeError, check_array, check_integer, fail
+from .._validation import check_array, check_integer, check_real, fail
 from .base import ProtocolError
 from .registry import register_rule
 from .spread import SpreadThompson
 
 __all__ = ["ProgressThompson"]
 
-_RIDGE = 1e-8  # relative ridge on the signal's normal matrix
+_RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
+_NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
+_OBJECTIVES = ("decrease", "signal-fraction")
+_SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 
 
 @register_rule("progress_thompson", label="Thompson on the progress of a round")
 class ProgressThompson(SpreadThompson):
-    r"""Posterior sampling on the expected decrease of a round: its signal and its noise.
+    r"""Posterior sampling of the noise, with the expected decrease of a round as the objective.
 
     The noise is :class:`~eegrad.SpreadThompson`'s fit from the parts of each pull (same
-    parameters); the signal :math:`x_n^2 = \|\mathbb E\,\bar u\|^2` is told with
-    :meth:`tell_signal` (the round mean's squared norm; :class:`~eegrad.flower.EEGradStrategy`
-    tells it every round). The module's notes give the model.
+    parameters); the signal and the persistence of consecutive round means are told with
+    :meth:`tell_signal` (:class:`~eegrad.GradientEstimator` tells them for every round it
+    records, and so :class:`~eegrad.flower.EEGradStrategy`). The module's notes give the model.
 
     Parameters
     ----------
     discount, population, spend, seed, release_noise, noise_order
-        As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's evidence too.
+        As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's and the
+        persistence's evidence too.
     signal_degree : {0, 1, 2}
-        Degree of the signal's curve in the centred log-spend (0: the same signal for every
-        arm; 1, the default: a signal that grows or falls with the share; 2: with a bend).
-    sample_signal : bool
-        Draw the signal's curve from its approximate posterior each round (more exploration),
-        or use its fit (default: the noise's draw explores).
+        Degree of the log-signal's curve in the centred log-spend (0: the same signal for every
+        arm; 1, the default: a signal that grows or falls as a power of the share; 2: with a
+        bend).
 
     Examples
     --------
@@ -96,42 +103,60 @@ class ProgressThompson(SpreadThompson):
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
-                 signal_degree: int = 1, sample_signal: bool = False) -> None:  # fmt: skip
+                 signal_degree: int = 1, objective: str = "decrease",
+                 shape_discount: float = 0.99) -> None:  # fmt: skip
         super().__init__(discount, population, spend, seed, release_noise, noise_order)
         owner = "ProgressThompson"
+        self.shape_discount = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
+        if objective not in _OBJECTIVES:
+            raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
+        self.objective = objective
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
-        if not isinstance(sample_signal, bool | np.bool_):
-            raise InvalidParameterTypeError(f"The 'sample_signal' parameter of {owner} must be a "
-                                            f"bool. Got {sample_signal!r} instead.")  # fmt: skip
-        self.sample_signal = bool(sample_signal)
 
     def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters, ``signal_degree`` and ``sample_signal``."""
+        """The spread rule's parameters and ``signal_degree``."""
         return {**super().get_params(), "signal_degree": self.signal_degree,
-                "sample_signal": self.sample_signal}  # fmt: skip
+                "objective": self.objective, "shape_discount": self.shape_discount}  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
-        """Start a run: no evidence of noise or signal yet."""
+        """Start a run: no evidence of noise, signal or persistence yet."""
         super().init(R, N, d, truth, streams)
         k = self.signal_degree + 1
-        self._signal_normal = np.zeros((R, k, k))  # Σ λ^age q φ φᵀ
-        self._signal_moment = np.zeros((R, k))  # Σ λ^age q φ ŝ
-        self._signal_yy = np.zeros(R)  # Σ λ^age q ŝ²
-        self._signal_w = np.zeros(R)  # Σ λ^age q
-        self._signal_rounds = np.zeros(R)  # discounted count of rounds told
         log_spend = np.log(self._spend)
         span = float(log_spend.max() - log_spend.min())
         centred = (log_spend - log_spend.mean()) / (span if span > 0 else 1.0)
-        self._features = np.stack([centred**j for j in range(k)], axis=1)
+        self._features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
+        # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ q ŝ², Σ 1 (rounds).
+        self._arm_q = np.zeros((R, N))
+        self._arm_s = np.zeros((R, N))
+        self._arm_ss = np.zeros((R, N))
+        self._arm_rounds = np.zeros((R, N))
+        # The same of the signals divided by the level at their round (the curve's shape),
+        # discounted by shape_discount: the arms' relative gains outlive the level's drift.
+        self._shape_q = np.zeros((R, N))
+        self._shape_s = np.zeros((R, N))
+        self._shape_ss = np.zeros((R, N))
+        self._shape_rounds = np.zeros((R, N))
+        self._beta = np.zeros((R, k))  # the signal curve: level and shape (0: none yet)
+        self._shape_beta = np.zeros((R, k))  # the shape's own fit (warm start)
+        self._has_signal = np.zeros(R, bool)  # the last fit found a positive level
+        self._fitted = np.zeros(R, bool)  # some fit has
+        self._round_noise = None  # the last round's own estimate of its noise
+        # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
+        # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
+        self._persist_A = np.zeros((R, 2, 2))
+        self._persist_b = np.zeros((R, 2))
+        self._last = None  # (arms, x, s, v) of the last round told a signal
 
     # -- tell --------------------------------------------------------------------------------------
-    def tell_signal(self, arms: Any, mean_norm2: Any) -> None:
-        r"""Tell the squared norm :math:`\|\bar u\|^2` of the last pull's mean (after its parts
-        were told), shape (R,): :math:`\|\bar u\|^2 - \hat v_n` is an unbiased estimate of the
-        arm's signal :math:`x_n^2`."""
+    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        r"""Tell the last pull's mean (after its parts were told): its squared norm
+        :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
+        ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
+        shape (R,) (None: not known, e.g. the first round)."""
         if self._shape is None:
             raise ProtocolError(f"{self!r}: tell_signal() before init(R, N, d)")
         R, N, _ = self._shape
@@ -143,96 +168,254 @@ class ProgressThompson(SpreadThompson):
         y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
         if np.any(y < 0):
             raise fail("mean_norm2", owner, "squared norms >= 0", y)
+        p = None if persistence is None else check_array(persistence, "persistence", owner,
+                                                          shape=(R,))  # fmt: skip
         v = self.predicted()[self._rows, arms]
-        phi = self._features[arms]  # (R, k)
+        own = getattr(self, "_round_noise", None)
+        v_round = v if own is None else np.where(np.isfinite(own), own, v)
+        self._round_noise = None
+        told = np.any(self._arm_rounds > 0)
         # Var ‖ū‖² grows as the square of its expectation, predicted before this round (a
-        # weight that read the round's own ‖ū‖² would bias the fit down).
-        m = v + (self.signal()[self._rows, arms] if np.any(self._signal_rounds > 0) else 0.0)
-        q = 1.0 / np.maximum(m * m, 1e-300)
-        s = y - v
+        # weight that read the round's own ‖ū‖² would bias the fit).
+        m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
+        q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
+        s = y - v_round
         lam = self.discount
-        for arr in (self._signal_normal, self._signal_moment, self._signal_yy, self._signal_w,
-                    self._signal_rounds):  # fmt: skip
+        for arr in (self._arm_q, self._arm_s, self._arm_ss, self._arm_rounds):
             arr *= lam
-        self._signal_normal += q[:, None, None] * phi[:, :, None] * phi[:, None, :]
-        self._signal_moment += q[:, None] * phi * s[:, None]
-        self._signal_yy += q * s * s
-        self._signal_w += q
-        self._signal_rounds += 1.0
+        self._arm_q[self._rows, arms] += q
+        self._arm_s[self._rows, arms] += q * s
+        self._arm_ss[self._rows, arms] += q * s * s
+        self._arm_rounds[self._rows, arms] += 1.0
+        # The level before this round (the fit's, or the rounds' weighted mean signal).
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_signal = self._arm_s.sum(axis=1) / self._arm_q.sum(axis=1)
+        level = np.where(self._fitted, np.exp(self._beta[:, 0]), mean_signal)
+        level = np.where(np.isfinite(level) & (level > 0), level, np.nan)
+        r, qr = s / level, q * level * level
+        known = np.isfinite(r) & np.isfinite(qr)
+        for arr in (self._shape_q, self._shape_s, self._shape_ss, self._shape_rounds):
+            arr *= self.shape_discount
+        rows, cols = self._rows[known], arms[known]
+        self._shape_q[rows, cols] += qr[known]
+        self._shape_s[rows, cols] += (qr * r)[known]
+        self._shape_ss[rows, cols] += (qr * r * r)[known]
+        self._shape_rounds[rows, cols] += 1.0
+        self._fit_signal()
+        x = np.sqrt(self.signal()[self._rows, arms])
+        self._persist_A *= lam
+        self._persist_b *= lam
+        if p is not None and self._last is not None:
+            _, x0, s0, v0 = self._last
+            with np.errstate(invalid="ignore", divide="ignore"):
+                zhat = 1.0 - p / (x * x0)
+                f = np.stack([2.0 * x0, 2.0 * v0 / x0], axis=1)  # (R, 2)
+                # each pair weighted by its signal-to-noise (a noisy pair's ẑ is noisier)
+                w = (s0 / (s0 + v0)) * (x * x / (x * x + v))
+            ok = np.isfinite(zhat) & np.all(np.isfinite(f), axis=1) & np.isfinite(w) & (w > 0)
+            w = np.where(ok, w, 0.0)
+            f = np.where(ok[:, None], f, 0.0)
+            zhat = np.where(ok, zhat, 0.0)
+            self._persist_A += w[:, None, None] * f[:, :, None] * f[:, None, :]
+            self._persist_b += w[:, None] * f * zhat[:, None]
+        self._last = (arms.copy(), x, x * x, v)
 
-    # -- the fit -------------------------------------------------------------------------------------
-    def signal_fit(self) -> tuple[np.ndarray, np.ndarray]:
-        """The signal curve's coefficients in (1, ℓ[, ℓ²]) of the centred log-spend ℓ, shape
-        (R, k), and their approximate posterior covariance, shape (R, k, k)."""
-        A = self._signal_normal.copy()
-        k = A.shape[-1]
-        scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
-        A += (_RIDGE * scale)[:, None, None] * np.eye(k)
-        Ainv = np.linalg.inv(A)
-        beta = np.einsum("rij,rj->ri", Ainv, self._signal_moment)
-        rss = (self._signal_yy - 2.0 * np.einsum("ri,ri->r", beta, self._signal_moment)
-               + np.einsum("ri,rij,rj->r", beta, self._signal_normal, beta))  # fmt: skip
-        rounds = self._signal_rounds
-        # Residual variance per unit weight with k coefficients fitted; until more than k + 1
-        # rounds, the raw second moment (wide on purpose).
-        phi = np.where(rounds > k + 1.0, np.maximum(rss, 0.0) / np.maximum(rounds - k, 1.0),
-                       self._signal_yy / np.maximum(rounds, 1.0))  # fmt: skip
-        return beta, phi[:, None, None] * Ainv
+    def forget_persistence(self) -> None:
+        """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
+        next round's persistence is not paired with the last one."""
+        self._last = None
+
+    def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
+                           coef: np.ndarray, line: np.ndarray) -> None:  # fmt: skip
+        """The spread's statistic of a round, divided by the arm's gain² (the noise model is
+        fitted in the units of the centre of the spend's range)."""
+        scale = self._arm_scale()
+        gain2 = scale[self._rows, arms] if isinstance(scale, np.ndarray) else scale
+        theta, _ = self.fit()
+        theta = np.maximum(theta, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # The round's own estimate of its mean's variance: its statistic times the
+            # model's ratio of the two (the gain cancels; θ's proportions carry the
+            # finite-population correction).
+            ratio = np.einsum("rk,rk->r", coef, theta) / np.einsum("rk,rk->r", x, theta)
+            self._round_noise = np.where(np.isfinite(ratio), y * ratio, np.nan)
+        super()._observe_statistic(arms, y / gain2, x, coef, line)
+
+    def _arm_scale(self) -> np.ndarray | float:
+        r""":math:`a_n^2 / a_0^2 = \exp(b_1\ell_n + b_2\ell_n^2)`, shape (R, N): the gain² of every
+        arm relative to the centre of the spend's range, from the signal's curve — the noise
+        of a round scales with its gain as its signal does (1 before any signal)."""
+        if not hasattr(self, "_beta") or self._beta.shape[1] == 1:
+            return 1.0
+        slope = self.signal_curve()[:, 1:]
+        return np.exp(np.clip(self._features[:, 1:] @ slope.T, -50.0, 50.0)).T
+
+    # -- the fits ----------------------------------------------------------------------------------
+    def _fit_signal(self) -> None:
+        """The curve's shape by Gauss–Newton on Σ_n Q_n (r̄_n − exp(φ_n·b))² over the
+        level-normalised signals r (long memory, warm-started), then its level by least squares
+        on the recent signals (short memory): the scale c minimising Σ_n Q_n (ŝ̄_n − c e^{φ_n·b})²."""
+        Q = self._shape_q
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(Q > 0, self._shape_s / Q, 0.0)
+        phi = self._features
+        beta = self._shape_beta.copy()
+        for _ in range(_NEWTON):
+            mu = np.exp(np.clip(phi @ beta.T, -700, 700)).T  # (R, N)
+            A, J = self._signal_normal_matrix(Q, beta)
+            g = np.einsum("rn,rni,rn->ri", Q, J, mean - mu)
+            step = np.linalg.solve(A, g[:, :, None])[:, :, 0]
+            beta = beta + np.clip(step, -2.0, 2.0)  # damped: a step of at most e² in the signal
+            beta[:, 1:] = np.clip(beta[:, 1:], -_SLOPE, _SLOPE)
+        ok = np.all(np.isfinite(beta), axis=1) & np.any(Q > 0, axis=1)
+        self._shape_beta = np.where(ok[:, None], beta, self._shape_beta)
+        shape = np.exp(np.clip(phi[:, 1:] @ self._shape_beta[:, 1:].T, -700, 700)).T  # (R, N)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
+        # No positive signal on the whole (the rounds are all noise): the level is left as it
+        # was (none yet: the rule is the spread rule's).
+        self._has_signal = np.isfinite(c) & (c > 0)
+        beta = self._shape_beta.copy()
+        beta[:, 0] = np.log(np.where(self._has_signal, c, 1.0))
+        self._beta = np.where(self._has_signal[:, None], beta, self._beta)
+        self._fitted |= self._has_signal
+
+    def _signal_normal_matrix(self, Q: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The Gauss–Newton normal matrix (ridged) and Jacobian of exp(φ·b) at ``beta``."""
+        mu = np.exp(np.clip(self._features @ beta.T, -700, 700)).T
+        J = mu[:, :, None] * self._features[None]
+        A = np.einsum("rn,rni,rnj->rij", Q, J, J)
+        A += (_RIDGE * np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300))[:, None, None] * \
+            np.eye(beta.shape[1])  # fmt: skip
+        return A, J
 
     def signal_curve(self) -> np.ndarray:
-        r"""The signal curve's coefficients as the rule uses them, shape (R, k): the fit, each
-        coefficient of the log-spend shrunk towards 0 by its evidence,
-        :math:`\hat\beta_j \max(0, 1 - \widehat{\mathrm{Var}}\,\hat\beta_j / \hat\beta_j^2)`,
-        so that a trend is followed only where the rounds show one (a flat signal, FedSGD,
-        is not read as a slope from noise)."""
-        beta, cov = self.signal_fit()
-        var = np.diagonal(cov, axis1=1, axis2=2)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        r"""The log-signal curve's coefficients in (1, ℓ[, ℓ²]) as the rule uses them, shape
+        (R, k): the fit, each coefficient of the log-spend shrunk towards 0 by its evidence,
+        :math:`\hat b_j \max(0, 1 - \widehat{\mathrm{Var}}\,\hat b_j / \hat b_j^2)`, so that a
+        trend is followed only where the rounds show one (a flat signal, FedSGD, is not read as
+        a slope from noise)."""
+        beta = self._beta
+        if beta.shape[1] == 1:
+            return beta
+        Q, sb = self._shape_q, self._shape_beta
+        A, _ = self._signal_normal_matrix(Q, sb)
+        mu = np.exp(np.clip(self._features @ sb.T, -700, 700)).T
+        rounds = self._shape_rounds.sum(axis=1)
+        rss = self._shape_ss - 2.0 * mu * self._shape_s + mu * mu * Q  # per arm, Σ q (r − μ)²
+        k = beta.shape[1]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            sigma2 = np.where(rounds > k + 1.0, np.maximum(rss.sum(axis=1), 0.0) /
+                              np.maximum(rounds - k, 1.0), np.inf)  # fmt: skip
+            var = sigma2[:, None] * np.diagonal(np.linalg.inv(A), axis1=1, axis2=2)
             keep = np.where(beta != 0, np.maximum(0.0, 1.0 - var / (beta * beta)), 0.0)
         keep[:, 0] = 1.0  # the level is kept as fitted
-        return beta * keep
+        return beta * np.nan_to_num(keep)
 
     def signal(self) -> np.ndarray:
-        """The fitted signal :math:`x_n^2` of every arm, shape (R, N) (>= 0)."""
-        return np.maximum(np.einsum("nk,rk->rn", self._features, self.signal_curve()), 0.0)
+        """The fitted signal :math:`s_n = x_n^2` of every arm, shape (R, N) (0 before any)."""
+        s = np.exp(np.clip(self._features @ self.signal_curve().T, -700, 700)).T
+        return np.where(self._fitted[:, None], s, 0.0)
+
+    def curvature(self) -> np.ndarray:
+        r"""(:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2): the curvature's cost of a
+        round's signal and of its noise, the persistence's least-squares fit (non-negative), or
+        :math:`1/(2x^*)` each where the rounds have not shown them; :math:`\Lambda_\xi` is at
+        least a thousandth of the larger (ties between arms of one signal go to the least
+        noise)."""
+        x_top = np.sqrt(self.signal().max(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fallback = np.where(x_top > 0, 0.5 / x_top, 0.0)
+        A, b = self._persist_A, self._persist_b
+        out = np.repeat(fallback[:, None], 2, axis=1)
+        for r in range(A.shape[0]):
+            fit = _nonnegative_2(A[r], b[r])
+            if fit is not None:
+                out[r] = fit
+        out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
+        return out
 
     @staticmethod
-    def progress(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        r"""The expected decrease :math:`x_n - (x_n^2 + v_n)/(2x^*)` of every arm (up to a
-        positive factor), from signals :math:`x_n^2` and noises :math:`v_n`, shape (R, N); where
-        no arm has a signal, :math:`-v_n` (the spread rule's choice)."""
+    def progress(signal: np.ndarray, noise: np.ndarray, curvature: np.ndarray) -> np.ndarray:
+        r"""The expected decrease :math:`x_n - \Lambda_g x_n^2 - \Lambda_\xi v_n` of every arm
+        (up to the positive factor :math:`\|g\|`), from signals :math:`x_n^2` and noises
+        :math:`v_n`, shape (R, N), and (:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2)
+        (one Λ, shape (R,), for both); where no arm has a signal, :math:`-v_n` (the spread
+        rule's choice)."""
         x = np.sqrt(np.maximum(signal, 0.0))
-        top = x.max(axis=1, keepdims=True)
+        lam = np.asarray(curvature, dtype=np.float64)
+        lam = np.stack([lam, lam], axis=-1) if lam.ndim == 1 else lam
+        d = x - lam[:, :1] * signal - lam[:, 1:] * noise
+        return np.where(x.max(axis=1, keepdims=True) > 0, d, -noise)
+
+    @staticmethod
+    def signal_fraction_progress(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        r""":math:`x_n\, s_n/(s_n + v_n)`: the update's length times the fraction of its mean
+        square that is signal, shape (R, N); where no arm has a signal, :math:`-v_n`."""
+        x = np.sqrt(np.maximum(signal, 0.0))
         with np.errstate(invalid="ignore", divide="ignore"):
-            d = x - (signal + noise) / (2.0 * top)
-        return np.where(top > 0, d, -noise)
+            d = x * signal / (signal + noise)
+        return np.where(x.max(axis=1, keepdims=True) > 0, np.nan_to_num(d), -noise)
+
+    def step_scale(self, arms: Any) -> np.ndarray:
+        r"""The scale :math:`\rho^* = \min(1, x_n / (2(\Lambda_g s_n + \Lambda_\xi v_n)))` of
+        the step by a round of arm n that maximises its expected decrease
+        :math:`\rho x_n - \rho^2(\Lambda_g s_n + \Lambda_\xi v_n)` (never longer than the
+        caller's step), shape (R,): 1 where the signal dominates, shorter as the noise does; 1
+        before any signal."""
+        arms = np.asarray(arms)
+        signal, noise = self.signal(), self.predicted()
+        lam = self.curvature()
+        s = signal[self._rows, arms]
+        v = noise[self._rows, arms]
+        cost = lam[:, 0] * s + lam[:, 1] * v
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.sqrt(s) / (2.0 * cost)
+        return np.where(self._fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
+
+    def predicted_progress(self) -> np.ndarray:
+        """The fitted expected decrease of every arm (up to a positive factor), shape (R, N)."""
+        return self.progress(self.signal(), self.predicted(), self.curvature())
 
     # -- ask ---------------------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:
         R, N, _ = self._shape
-        if N == 1 or self.rounds < len(self.warmup) or not np.any(self._signal_rounds > 0):
+        if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
         theta, cov = self.fit()
-        beta, bcov = self.signal_fit()
-        k, j = theta.shape[-1], beta.shape[-1]
+        k = theta.shape[-1]
         if self.streams is None:
-            z = self._own_rng.standard_normal((R, k + j))
+            z = self._own_rng.standard_normal((R, k))
         else:
-            z = self.streams.per_block(
-                lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k + j)),
-                np.empty((R, k + j)))  # fmt: skip
-        noise = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(),
-                                             self._draw(theta, cov, z[:, :k])))  # fmt: skip
-        if not self.sample_signal:
-            beta = self.signal_curve()
+            z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
+                                       np.empty((R, k)))  # fmt: skip
+        noise = self._with_release(self._arm_scale() * np.einsum(
+            "rnk,rk->rn", self.coefficients(), self._draw(theta, cov, z)))  # fmt: skip
+        signal = self.signal()
+        if self.objective == "decrease":
+            d = self.progress(signal, noise, self.curvature())
         else:
-            jitter = 1e-12 * np.maximum(np.trace(bcov, axis1=1, axis2=2), 1e-300)
-            L = np.linalg.cholesky(bcov + jitter[:, None, None] * np.eye(j))
-            beta = beta + np.einsum("rij,rj->ri", L, z[:, k:])
-        signal = np.maximum(np.einsum("nk,rk->rn", self._features, beta), 0.0)
-        d = self.progress(signal, noise)
+            d = self.signal_fraction_progress(signal, noise)
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
-    def predicted_progress(self) -> np.ndarray:
-        """The fitted expected decrease of every arm (up to a positive factor), shape (R, N)."""
-        return self.progress(self.signal(), self.predicted())
+
+def _nonnegative_2(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """argmin over λ >= 0 of λᵀAλ − 2bᵀλ for a 2 × 2 normal matrix A (None: no evidence)."""
+    if not np.all(np.isfinite(A)) or np.trace(A) <= 0:
+        return None
+    best, value = None, np.inf
+    candidates = []
+    if abs(np.linalg.det(A)) > 1e-12 * np.trace(A) ** 2:
+        candidates.append(np.linalg.solve(A, b))
+    for j in range(2):  # one of the two at 0
+        if A[j, j] > 0:
+            lam = np.zeros(2)
+            lam[j] = b[j] / A[j, j]
+            candidates.append(lam)
+    candidates.append(np.zeros(2))
+    for lam in candidates:
+        if np.all(lam >= 0):
+            v = float(lam @ A @ lam - 2.0 * b @ lam)
+            if v < value:
+                best, value = lam, v
+    return best

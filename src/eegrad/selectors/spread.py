@@ -301,8 +301,13 @@ class SpreadThompson(Selector):
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
         theta, _ = self.fit()
-        return self._with_release(np.einsum("rnk,rk->rn", self.coefficients(),
-                                            np.maximum(theta, 0.0)))  # fmt: skip
+        return self._with_release(self._arm_scale() * np.einsum(
+            "rnk,rk->rn", self.coefficients(), np.maximum(theta, 0.0)))  # fmt: skip
+
+    def _arm_scale(self) -> np.ndarray | float:
+        """A factor on every arm's modelled noise, shape (R, N) or a scalar: 1 here (a rule
+        whose arms' updates differ in gain scales them, :class:`~eegrad.ProgressThompson`)."""
+        return 1.0
 
     def _with_release(self, v: np.ndarray) -> np.ndarray:
         return v if self.release_noise is None else v + self.release_noise[None, :]
@@ -321,8 +326,8 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
-        v = self._with_release(np.einsum("rnk,rk->rn", self.coefficients(),
-                                         self._draw(theta, cov, z)))  # fmt: skip
+        v = self._with_release(self._arm_scale() * np.einsum(
+            "rnk,rk->rn", self.coefficients(), self._draw(theta, cov, z)))  # fmt: skip
         return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
     @staticmethod
