@@ -65,6 +65,10 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
 
     from ..flower import LocalGrid
 
+    if SETTINGS[setting].kind == "torch":
+        import torch
+
+        torch.set_num_threads(1)  # one thread: the same rows whatever the machine's cores
     fed = federation(setting, seed, rounds)
     mid = method_id(setting, method)
     config: dict[str, Any] = {"method-id": mid}
@@ -114,12 +118,6 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
     if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None:
         return rows, _saved(stem.with_suffix(".arms.csv")) or []
     logging.getLogger("flwr").setLevel(logging.ERROR)
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # the softmax settings need no PyTorch
-        pass
     t0 = time.perf_counter()
     rows, arms = run_one(setting, method, seed, rounds=rounds, eval_every=eval_every,
                          candidate=candidate)  # fmt: skip
