@@ -12,9 +12,10 @@ and tells the selector the pull:
 * ``steps="every-round"`` (default): every round is a model step,
   :math:`w \leftarrow w - \eta \sum_i p_i u_i` with :math:`p_i` the clients' shares of the samples
   used — FedAvg's aggregate for :math:`\eta = 1` — and the selector is told the n parts
-  (:meth:`eegrad.GradientEstimator.tell_parts`). The default selector,
-  :class:`eegrad.SpreadThompson`, learns the variance of every n from the spread of the updates
-  within rounds, so exploring costs only a noisier step.
+  (:meth:`eegrad.GradientEstimator.tell_parts`). The default selector (:func:`default_rule`),
+  :class:`eegrad.ProgressThompson`, learns the variance of every n from the spread of the updates
+  within rounds, and how far each n's update goes from the round means, and picks the n of most
+  expected decrease; exploring costs only a noisier step.
 * ``steps="t-rounds"``: the paper's Algorithm 1 — T query rounds at one model, then one step with
   the mean of the T round means. The default selector is :func:`eegrad.default_selector`.
 
@@ -167,7 +168,7 @@ class EEGradStrategy(Strategy):
         (``step-scale``). None (default): damped with ``privacy`` (the release adds known noise
         that dominates the rounds of few clients), undamped otherwise, as FedAvg steps: on the
         scorecard of federations (``eegrad example flower-scorecard``) damping cost the
-        default 1–14 % of final loss in every setting without privacy (the federated guide).
+        default 1–9 % of final loss in every setting without privacy (the federated guide).
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children).
     min_available_nodes : int
