@@ -379,18 +379,10 @@ class ProgressThompson(SpreadThompson):
 
     # -- ask ---------------------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:
-        R, N, _ = self._shape
+        N = self._shape[1]
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
-        theta, cov = self.fit()
-        k = theta.shape[-1]
-        if self.streams is None:
-            z = self._own_rng.standard_normal((R, k))
-        else:
-            z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
-                                       np.empty((R, k)))  # fmt: skip
-        noise = self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.coefficients(), self._draw(theta, cov, z)))  # fmt: skip
+        noise = self._sampled_noise()
         signal = self.signal()
         if self.objective == "decrease":
             d = self.progress(signal, noise, self.curvature())

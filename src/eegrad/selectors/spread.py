@@ -319,6 +319,13 @@ class SpreadThompson(Selector):
             return np.zeros(R, dtype=np.int64)
         if self.rounds < len(self.warmup):
             return np.full(R, self.warmup[self.rounds], dtype=np.int64)
+        v = self._sampled_noise()
+        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
+
+    def _sampled_noise(self) -> np.ndarray:
+        """Every arm's noise under one posterior draw of the model's parameters, shape (R, N)
+        (the draw's standard normals from the run's streams, or the rule's own seed)."""
+        R = self._shape[0]
         theta, cov = self.fit()
         k = theta.shape[-1]
         if self.streams is None:
@@ -326,9 +333,8 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
-        v = self._with_release(self._arm_scale() * np.einsum(
+        return self._with_release(self._arm_scale() * np.einsum(
             "rnk,rk->rn", self.coefficients(), self._draw(theta, cov, z)))  # fmt: skip
-        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
     @staticmethod
     def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
