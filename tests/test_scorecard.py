@@ -93,9 +93,22 @@ def test_every_setting_builds_a_federation_with_an_inner_best_range():
     assert federation("overheads", 0, 20).N < 50
 
 
-def test_cli_knows_the_scorecard():
+def test_cli_runs_the_card_and_refuses_unknown_settings(tmp_path, capsys):
     from eegrad.cli import main
 
+    out = tmp_path / "cli"
+    assert main(["example", "flower-scorecard", "--quick", "--settings", "fedsgd", "--out",
+                 str(out)]) == 0  # fmt: skip
+    assert "eegrad example flower-scorecard --quick --settings fedsgd" in \
+        (out / "scorecard.md").read_text()  # fmt: skip
+    assert {r["setting"] for r in _read(out / "scorecard.csv")} == {"fedsgd"}
+    capsys.readouterr()
+    assert main(["example", "flower-scorecard", "--quick", "--settings", "nonsuch", "--out",
+                 str(tmp_path / "bad")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "'settings'" in err
+    assert "known settings: fedsgd, local-steps" in err
+    assert "'nonsuch'" in err
     with pytest.raises(SystemExit):
         main(["example", "flower-scorecard", "--settings"])  # --settings needs names
 
