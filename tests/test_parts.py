@@ -193,3 +193,26 @@ def test_the_streamed_protocol_is_checked():
     est.tell_part(np.ones(3), 1.0)
     est.end_pull()
     assert est.done
+
+
+def test_norm_and_inner_sums_a_models_arrays_in_float64():
+    # (‖x‖², x·y) over a model's arrays of mixed dtypes, against float64 NumPy: equal to a few
+    # ulps of the sums (the compiled pass may add in another order), None without y; torch
+    # tensors give the same; arrays that do not pair are refused.
+    from eegrad.parts import norm_and_inner
+
+    rng = np.random.default_rng(4)
+    x = [rng.standard_normal(1000).astype(np.float32), rng.standard_normal((3, 4))]
+    y = [rng.standard_normal(1000).astype(np.float32), rng.standard_normal((3, 4))]
+    xx = sum(float(np.sum(a.astype(np.float64) ** 2)) for a in x)
+    xy = sum(float(np.sum(a.astype(np.float64) * b.astype(np.float64))) for a, b in zip(x, y, strict=True))
+    got_xx, got_xy = norm_and_inner(x, y)
+    assert got_xx == pytest.approx(xx, rel=1e-12)
+    assert got_xy == pytest.approx(xy, rel=1e-12, abs=1e-12 * xx)
+    assert norm_and_inner(x) == (pytest.approx(xx, rel=1e-12), None)
+    torch = pytest.importorskip("torch")
+    t_xx, t_xy = norm_and_inner([torch.as_tensor(a) for a in x], [torch.as_tensor(b) for b in y])
+    assert t_xx == pytest.approx(xx, rel=1e-12)
+    assert t_xy == pytest.approx(xy, rel=1e-12, abs=1e-12 * xx)
+    with pytest.raises(InvalidParameterError, match="'y'"):
+        norm_and_inner(x, y[:1])

@@ -38,7 +38,7 @@ from ._validation import InvalidParameterTypeError, NonFiniteGradientError, chec
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
-from .parts import PullAccumulator, inner, squared_norm
+from .parts import PullAccumulator, norm_and_inner
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
 from .spread import SpreadSums, check_weights
@@ -306,9 +306,9 @@ class GradientEstimator:
         """Tell a rule that learns from the signal (``uses_signal``) the round mean's squared
         norm, after its spread, and — where every round is a step (T = 1) — its inner product
         with the last round's mean, the persistence (one O(d) copy kept: the last mean)."""
-        last = self._last_mean
-        persistence = None if last is None else np.array([inner(g, last)])
-        self.selector.tell_signal(arms, np.array([squared_norm(g)]), persistence)
+        norm2, persistence = norm_and_inner(g, self._last_mean)
+        self.selector.tell_signal(arms, np.array([norm2]),
+                                  None if persistence is None else np.array([persistence]))
         self._last_mean = g if self.T == 1 else None
 
     def tell_parts(self, parts: Any, weights: Any) -> None:

@@ -295,25 +295,37 @@ def update_norm2(part: Any, reference: Any) -> float:
     return total
 
 
-def inner(a: Any, b: Any) -> float:
-    r""":math:`a \cdot b` of two arrays, tensors or lists of them in the same shapes (a model's
-    arrays), summed in float64."""
-    total = 0.0
-    for x, y in zip(_segments(a)[0], _segments(b)[0], strict=True):
-        if is_torch(x):
+def norm_and_inner(x: Any, y: Any = None) -> tuple[float, float | None]:
+    r"""(:math:`\|x\|^2`, :math:`x \cdot y`) of arrays, tensors or lists of them in the same
+    shapes (a model's arrays), summed in float64, ``x`` read once (one compiled pass per array
+    where Numba is installed); :math:`x \cdot y` is None where ``y`` is."""
+    xx, xy = 0.0, 0.0
+    xs = list(_segments(x)[0])
+    ys = [None] * len(xs) if y is None else list(_segments(y)[0])
+    if len(ys) != len(xs):
+        raise fail("y", "eegrad.parts.norm_and_inner", f"{len(xs)} arrays, as x", len(ys))
+    for a, b in zip(xs, ys, strict=True):
+        if is_torch(a):
             f64 = _torch_float64()
-            total += float((x.detach().to(f64) * y.detach().to(f64)).sum())
+            af = a.detach().to(f64)
+            xx += float(af.pow(2).sum())
+            if b is not None:
+                xy += float((af * b.detach().to(f64)).sum())
+            continue
+        af = np.ascontiguousarray(a).reshape(-1)
+        bf = None if b is None else np.ascontiguousarray(b).reshape(-1)
+        if numba_available() and af.dtype in _KERNEL_DTYPES and (bf is None or bf.dtype
+                                                                 in _KERNEL_DTYPES):  # fmt: skip
+            from .engines.parts_kernels import norm_and_inner as kernel
+
+            a2, ab = kernel(af, af if bf is None else bf, bf is not None)
+            xx, xy = xx + a2, xy + ab
         else:
-            xf, yf = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)
-            total += float(np.dot(xf, yf)) if xf.dtype == yf.dtype == np.float64 else \
-                float(np.dot(xf.astype(np.float64), yf.astype(np.float64)))  # fmt: skip
-    return total
-
-
-def squared_norm(value: Any) -> float:
-    r""":math:`\|x\|^2` of an array, a tensor or a list of them (a model's arrays), summed in
-    float64."""
-    return inner(value, value)
+            a64 = af.astype(np.float64, copy=False)
+            xx += float(np.dot(a64, a64))
+            if bf is not None:
+                xy += float(np.dot(a64, bf.astype(np.float64, copy=False)))
+    return xx, (None if y is None else xy)
 
 
 def _torch_float64() -> Any:

@@ -11,6 +11,7 @@ does this pass, with one more d-vector where the unweighted mean is kept.
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 from .welford_kernels import fold_coordinate
 
@@ -71,3 +72,18 @@ def squared_norm(x, ref, has_ref):  # pragma: no cover - compiled
         u = (float(ref[j]) - float(x[j])) if has_ref else float(x[j])
         acc += u * u
     return acc
+
+
+# No fastmath: each product formed in float64 from the widened inputs (a scalar statistic of
+# the round, one pass; its speed is the memory's).
+@nb.njit(nogil=True, cache=True)
+def norm_and_inner(x, y, has_y):  # pragma: no cover - compiled
+    """(Σ x², Σ x·y) in float64, the arrays read once (Σ x·y = 0 where not ``has_y``)."""
+    xx = 0.0
+    xy = 0.0
+    for j in range(x.shape[0]):
+        a = np.float64(x[j])  # float() of a float32 stays float32 in Numba
+        xx += a * a
+        if has_y:
+            xy += a * np.float64(y[j])
+    return xx, xy
