@@ -506,3 +506,33 @@ def test_damp_exploration_must_be_a_bool():
     with pytest.raises(InvalidParameterTypeError, match="'damp_exploration' parameter of "
                        "EEGradStrategy must be a bool or None. Got 'yes'"):  # fmt: skip
         _strategy(damp_exploration="yes")
+
+
+def test_turning_on_evaluation_changes_no_training():
+    # Evaluation samples its nodes from its own stream: the same run with and without
+    # fraction_evaluate trains the same clients (equal records and final models).
+    runs = []
+    for fraction in (0.0, 0.5):
+        strategy = _strategy(fraction_evaluate=fraction)
+        res = _start(strategy, LocalGrid(_app(), K, seed=2), 8)
+        runs.append((strategy.records, res.arrays["w"].numpy()))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+def test_clients_asked_records_the_nodes_actually_asked(monkeypatch):
+    # Nodes that leave after the first round: the round asks fewer than its n, and the record
+    # says how many it asked.
+    grid = LocalGrid(_app(), K, seed=2)
+    strategy = _strategy(selector=FixedArm(6))
+    ids = list(grid.node_ids)
+    calls = {"n": 0}
+
+    def nodes():
+        calls["n"] += 1
+        return ids if calls["n"] <= 1 else ids[:4]
+
+    monkeypatch.setattr(grid, "get_node_ids", nodes)
+    _start(strategy, grid, 3)
+    assert [r["clients_asked"] for r in strategy.records] == [6, 4, 4]
+    assert [r["arm"] for r in strategy.records] == [6, 6, 6]

@@ -153,3 +153,12 @@ def test_a_server_killed_inside_a_round_resumes_where_it_was(tmp_path):
     arms = eval(proc.stdout.strip().splitlines()[-1])
     assert arms == [r["arm"] for r in full.records]
     np.testing.assert_array_equal(np.load(out), res_full.arrays["w"].numpy())
+
+
+def test_a_checkpoint_of_another_evaluation_fraction_is_refused(tmp_path):
+    # fraction_evaluate is part of the run (its own stream, checkpointed): a run saved with
+    # one is not continued with another.
+    ck = tmp_path / "run.npz"
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
+    with pytest.raises(CheckpointError, match=r"fraction_evaluate: 0.0 in the checkpoint, 0.5 here"):
+        _start(_strategy(checkpoint=ck, fraction_evaluate=0.5), LocalGrid(_app(), K, seed=2), 4)

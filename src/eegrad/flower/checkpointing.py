@@ -44,6 +44,7 @@ def fingerprint(strategy: EEGradStrategy, model: dict[str, np.ndarray]) -> dict[
     return {"budget": st.budget, "c_min": st.c_min, "steps": st.steps, "T": st.T,
             "D(1..N+1)": [float(x) for x in st.aggregation(n)],
             "server_lr": st.server_lr, "damp_exploration": st.damp_exploration,
+            "fraction_evaluate": st.fraction_evaluate,
             "weighted_by_key": st.weighted_by_key,
             "rule": default if sel is None else type(sel).__name__,
             "rule parameters": None if sel is None else repr(sel.get_params()),
@@ -65,7 +66,7 @@ def save_round(strategy: EEGradStrategy, server_round: int,
               "accountant": None if strategy._private is None else
               strategy._private.accountant.state_dict(),
               "sampling_rng": strategy._sampling_rng, "noise_rng": strategy._noise_rng,
-              "estimator": strategy.estimator}  # fmt: skip
+              "evaluate_rng": strategy._evaluate_rng, "estimator": strategy.estimator}  # fmt: skip
     tree, arrays = capture_state(fields)
     for i, a in enumerate(model.values()):
         arrays[f"model{i}"] = a
@@ -91,10 +92,11 @@ def resume(strategy: EEGradStrategy, initial_arrays: ArrayRecord) -> ArrayRecord
     strategy._setup(state["num_nodes"], state["dim"])  # the fresh selector and estimator
     # The rule's and the estimator's state (the rule is the estimator's), in place.
     live = {"sampling_rng": strategy._sampling_rng, "noise_rng": strategy._noise_rng,
-            "estimator": strategy.estimator}  # fmt: skip
+            "evaluate_rng": strategy._evaluate_rng, "estimator": strategy.estimator}  # fmt: skip
     restored = restore_state(live, {"__dict__": {k: state[k] for k in live}}, arrays,
                              "checkpoint")  # fmt: skip
     strategy._sampling_rng, strategy._noise_rng = restored["sampling_rng"], restored["noise_rng"]
+    strategy._evaluate_rng = restored["evaluate_rng"]
     if strategy._private is not None:
         strategy._private.rng = strategy._noise_rng
     plain = restore_state(None, {"__dict__": {k: state[k] for k in (

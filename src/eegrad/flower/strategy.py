@@ -277,8 +277,10 @@ class EEGradStrategy(Strategy):
             raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
                        "clips each update on the server, which sums alone do not allow)", True)
         self._private: PrivateRounds | None = None  # the release, made when K is known
-        # Children 0 and 1 are those of spawn(2): adding the noise stream changes nothing else.
-        self._selector_rng, self._sampling_rng, self._noise_rng = as_generator(rng, owner).spawn(3)
+        # The first three children are those of spawn(2) and spawn(3): adding a stream changes
+        # nothing else. Evaluation samples from its own, so turning it on changes no training.
+        (self._selector_rng, self._sampling_rng, self._noise_rng,
+         self._evaluate_rng) = as_generator(rng, owner).spawn(4)  # fmt: skip
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ())
         #: One dict per server round (see :data:`RECORD_COLUMNS`).
@@ -476,7 +478,7 @@ class EEGradStrategy(Strategy):
             step = 1
         self._cost += self.budget
         row = {"server_round": server_round, "step": self._steps_taken if step else "",
-               "arm": n, "clients_asked": n, "clients_replied": replied,
+               "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
                "budget_used": used, "cost": self._cost}  # fmt: skip
         if self.privacy is not None:
@@ -658,7 +660,7 @@ class EEGradStrategy(Strategy):
             return []
         nodes = sorted(int(i) for i in grid.get_node_ids())
         k = max(1, round(self.fraction_evaluate * len(nodes)))
-        pick = self._sampling_rng.choice(len(nodes), size=k, replace=False)
+        pick = self._evaluate_rng.choice(len(nodes), size=k, replace=False)
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
