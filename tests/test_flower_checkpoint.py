@@ -162,3 +162,27 @@ def test_a_checkpoint_of_another_evaluation_fraction_is_refused(tmp_path):
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
     with pytest.raises(CheckpointError, match=r"fraction_evaluate: 0.0 in the checkpoint, 0.5 here"):
         _start(_strategy(checkpoint=ck, fraction_evaluate=0.5), LocalGrid(_app(), K, seed=2), 4)
+
+
+def test_a_private_run_with_the_users_spread_rule_resumes_and_leaves_the_rule_as_given(tmp_path):
+    # With privacy the strategy tells the rule the release's noise on a copy: the user's rule
+    # is not written into, so the saved fingerprint equals a fresh strategy's and the run
+    # resumes as the uninterrupted one.
+    from eegrad import SpreadThompson
+    from eegrad.flower import CentralDP
+
+    rule = SpreadThompson(population=K, noise_order=2)
+
+    def strategy(**kw):
+        return _strategy(privacy=CentralDP(2.0, 1.0, 1e-5), selector=rule, **kw)
+
+    full = strategy()
+    res_full = _start(full, LocalGrid(_app(), K, seed=2), 8)
+    ck = tmp_path / "run.npz"
+    _start(strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 3)
+    second = strategy(checkpoint=ck)
+    res = _start(second, LocalGrid(_app(), K, seed=2), 8)
+    assert rule.release_noise is None
+    assert full.selector.release_noise is not None
+    assert second.records == full.records
+    np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())

@@ -35,7 +35,7 @@ __all__ = ["fingerprint", "resume", "save_round"]
 def fingerprint(strategy: EEGradStrategy, model: dict[str, np.ndarray]) -> dict[str, Any]:
     """What a checkpoint must share with the strategy to continue it."""
     st = strategy
-    sel = st.selector if st._rule_given else None
+    sel = st._given_selector if st._rule_given else None  # the rule as given, not as set up
     from .strategy import default_rule_name  # here: the strategy imports this module
 
     default = (default_rule_name(st.privacy is not None) if st.steps == "every-round"

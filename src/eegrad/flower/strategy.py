@@ -247,7 +247,8 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
-        self.selector = selector
+        self.selector = selector  # the rule at work (set up by _setup)
+        self._given_selector = selector  # as the user gave it: nothing is written into it
         self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
         if damp_exploration is None:  # damped where a private release adds known noise
@@ -305,20 +306,21 @@ class EEGradStrategy(Strategy):
     def _setup(self, num_nodes: int, dim: int) -> None:
         self._num_nodes = num_nodes
         self.N = min(self.max_arms, num_nodes)
-        sel = self.selector
+        sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = None
         if self.privacy is not None:
             self._private = PrivateRounds(self.privacy, self.N, num_nodes, self._noise_rng)
             noise = dim * self._private.noise_std(np.arange(1, self.N + 1)) ** 2
             if isinstance(sel, SpreadThompson) and sel.release_noise is None:
-                sel.release_noise = noise
+                # a copy told the release's noise: the user's rule is left as it was given
+                sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
             if self.steps == "every-round":
                 sel = default_rule(num_nodes, self.spend(self.N), release_noise=noise)
             else:
                 sel = default_selector()
-            self.selector = sel
+        self.selector = sel  # the rule at work: the given one, its private copy, or the default
         self.estimator = GradientEstimator(sel, self.N, T=self.T, dim=dim, rng=self._selector_rng)
 
     def summary(self) -> None:
