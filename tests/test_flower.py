@@ -536,3 +536,28 @@ def test_clients_asked_records_the_nodes_actually_asked(monkeypatch):
     _start(strategy, grid, 3)
     assert [r["clients_asked"] for r in strategy.records] == [6, 4, 4]
     assert [r["arm"] for r in strategy.records] == [6, 6, 6]
+
+
+def test_budgeted_clients_weight_their_replies_under_the_strategys_key():
+    # A strategy weighting by another metric ("samples") and clients told the same key: the
+    # replies carry their weight there and the run goes as with the default key (equal
+    # records and models); an empty key is refused.
+    def app(**kw):
+        def gradient(arrays, b, context, config):
+            pid = int(context.node_config["partition-id"])
+            rng = np.random.default_rng([pid, int(config["server-round"])])
+            return [arrays[0] - MU[pid] + rng.standard_normal(D) / np.sqrt(b)]
+
+        a = ClientApp()
+        a.train()(budgeted_train(gradient, DeviceCost(1.0, 2.0), lr=LR, **kw))
+        return a
+
+    runs = []
+    for key in ("num-examples", "samples"):
+        strategy = _strategy(weighted_by_key=key)
+        res = _start(strategy, LocalGrid(app(weighted_by_key=key), K, seed=2), 5)
+        runs.append((strategy.records, res.arrays["w"].numpy()))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    with pytest.raises(InvalidParameterError, match="'weighted_by_key'"):
+        budgeted_train(lambda *a: None, DeviceCost(1.0, 2.0), weighted_by_key="")

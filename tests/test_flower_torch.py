@@ -82,6 +82,19 @@ def test_the_share_buys_the_data_of_e_epochs():
     assert not np.array_equal(other.content["arrays"]["weight"].numpy(), w)
 
 
+def test_the_weight_goes_under_the_strategys_key():
+    # weighted_by_key names the metric of the reply's weight (m), as the strategy's own does.
+    train = budgeted_torch_train(_model(), torch.nn.functional.mse_loss, _data(),
+                                 DeviceCost(1.0, 4.0), epochs=2, lr=0.2,
+                                 weighted_by_key="samples")  # fmt: skip
+    metrics = _call(train).content["metrics"]
+    assert metrics["samples"] == 18
+    assert "num-examples" not in metrics
+    with pytest.raises(InvalidParameterError, match="'weighted_by_key'"):
+        budgeted_torch_train(_model(), torch.nn.functional.mse_loss, _data(),
+                             DeviceCost(1.0, 4.0), weighted_by_key=3)  # fmt: skip
+
+
 def test_a_share_that_buys_less_than_one_sample_per_epoch_is_an_error():
     train = budgeted_torch_train(_model(), torch.nn.functional.mse_loss, _data(),
                                  DeviceCost(1.0, 4.0), epochs=8)  # fmt: skip

@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -100,6 +101,13 @@ class WallClock:
             check_integer(self.max_samples, "max_samples", "WallClock", ge=1)
 
 
+def check_metric_key(key: Any, name: str, owner: str) -> str:
+    """``key`` if it can name a metric (a non-empty string), else the standard error."""
+    if not isinstance(key, str) or not key:
+        raise fail(name, owner, "a non-empty string naming a metric", key)
+    return key
+
+
 def received_share(config: ConfigRecord) -> float:
     """The budget share a train message's config carries, or an error saying who must send it."""
     if SHARE_KEY not in config:
@@ -121,6 +129,7 @@ def budgeted_train(
     lr: float = 0.1,
     local_steps: int = 1,
     batch_size: int | None = None,
+    weighted_by_key: str = "num-examples",
     arrayrecord_key: str = "arrays",
     configrecord_key: str = "config",
 ) -> Callable[[Message, Context], Message]:
@@ -151,13 +160,17 @@ def budgeted_train(
         ``gradient``: a larger share buys more local steps, as a client that trains
         mini-batches does (``local_steps`` must then be 1). None (default): ``local_steps``
         steps on b samples in all.
+    weighted_by_key : str
+        The metric the reply carries its weight (the samples used) under: the strategy's own
+        ``weighted_by_key`` (FedAvg's and :class:`~eegrad.flower.EEGradStrategy`'s default,
+        ``"num-examples"``).
 
     Returns
     -------
     callable
         ``train(message, context) -> Message``, to register with ``@app.train()`` or call from
         it. The reply holds the updated arrays under ``arrayrecord_key`` and a metric record
-        ``metrics`` with ``num-examples``, ``cost`` and ``seconds``.
+        ``metrics`` with the weight (under ``weighted_by_key``), ``cost`` and ``seconds``.
 
     Raises
     ------
@@ -178,6 +191,7 @@ def budgeted_train(
     check_callable(gradient, "gradient", owner)
     lr = check_real(lr, "lr", owner, gt=0)
     local_steps = check_integer(local_steps, "local_steps", owner, ge=1)
+    check_metric_key(weighted_by_key, "weighted_by_key", owner)
     if batch_size is not None:
         batch_size = check_integer(batch_size, "batch_size", owner, ge=1)
         if local_steps != 1:
@@ -228,7 +242,7 @@ def budgeted_train(
         # The reply keeps the model's dtypes, as the server's aggregation expects.
         out = ArrayRecord({k: Array(np.asarray(a, dtype=r.dtype))
                            for k, a, r in zip(keys, arrays, received, strict=True)})  # fmt: skip
-        metrics = MetricRecord({"num-examples": int(total), "cost": float(cost),
+        metrics = MetricRecord({weighted_by_key: int(total), "cost": float(cost),
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
 

@@ -38,7 +38,7 @@ from .._validation import (
     check_integer,
     check_real,
 )
-from .client import DeviceCost, WallClock, received_share
+from .client import DeviceCost, WallClock, check_metric_key, received_share
 
 __all__ = ["budgeted_torch_train"]
 
@@ -57,6 +57,7 @@ def budgeted_torch_train(
     optimizer: Callable[[Any], Any] | None = None,
     torch_device: str = "cpu",
     seed: int = 0,
+    weighted_by_key: str = "num-examples",
     arrayrecord_key: str = "arrays",
     configrecord_key: str = "config",
 ) -> Callable[[Message, Context], Message]:
@@ -91,6 +92,9 @@ def budgeted_torch_train(
         dtypes.
     seed : int
         Seed of the clients' sampling: each (node, round) draws its own stream from it.
+    weighted_by_key : str
+        The metric the reply carries its weight (m, the distinct samples used) under: the
+        strategy's own ``weighted_by_key`` (default ``"num-examples"``, FedAvg's).
 
     Returns
     -------
@@ -106,6 +110,7 @@ def budgeted_torch_train(
     if batch_size is not None:
         batch_size = check_integer(batch_size, "batch_size", owner, ge=1)
     seed = check_integer(seed, "seed", owner, ge=0)
+    check_metric_key(weighted_by_key, "weighted_by_key", owner)
     if not isinstance(device, DeviceCost | WallClock):
         check_callable(device, "device", owner)
     import torch
@@ -182,7 +187,7 @@ def budgeted_torch_train(
                 f"The local training of {where} left NaN or Inf in {bad[:3]}."
             )
         out = ArrayRecord(params)  # the tensors' dtypes kept (Flower moves them to the CPU)
-        metrics = MetricRecord({"num-examples": int(m), "cost": float(cost),
+        metrics = MetricRecord({weighted_by_key: int(m), "cost": float(cost),
                                 "sample-gradients": int(grads),
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
