@@ -140,6 +140,25 @@ def test_flowers_fixed_n_wrappers_are_refused():
             _start(wrapped, LocalGrid(_app(), K, seed=2), 2)
 
 
+def test_a_subclass_inside_a_fixed_n_wrapper_is_refused_too():
+    # A subclass whose configure_train calls super()'s puts a frame of its own between the
+    # wrapper and the guard: the guard walks the stack and still finds the wrapper.
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping
+
+    from eegrad.flower import EEGradStrategy
+
+    class Mine(EEGradStrategy):
+        def configure_train(self, server_round, arrays, config, grid):
+            return super().configure_train(server_round, arrays, config, grid)
+
+    mine = Mine(budget=40.0, c_min=1.5, aggregation=lambda n: 0.5 * (n - 1.0), rng=3)
+    wrapped = DifferentialPrivacyServerSideFixedClipping(mine, noise_multiplier=1.0,
+                                                         clipping_norm=1.0, num_sampled_clients=4)  # fmt: skip
+    with pytest.raises(InvalidParameterError, match=r"fixed num_sampled_clients = 4"):
+        _start(wrapped, LocalGrid(_app(), K, seed=2), 2)
+    _start(Mine(budget=40.0, c_min=1.5, rng=3), LocalGrid(_app(), K, seed=2), 2)  # unwrapped: runs
+
+
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"noise_multiplier": 0.0}, "noise_multiplier"), ({"clipping_norm": -1.0}, "clipping_norm"),
     ({"delta": 1.0}, "delta"), ({"delta": 0.0}, "delta"), ({"max_epsilon": 0.0}, "max_epsilon"),

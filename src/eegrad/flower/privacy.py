@@ -300,12 +300,29 @@ def _fixed_n_wrappers() -> tuple[type, ...]:
             DifferentialPrivacyServerSideFixedClipping)  # fmt: skip
 
 
-def refuse_fixed_n_wrappers(depth: int = 2) -> None:
-    """Raise if the caller's caller is one of Flower's DP wrappers, which calibrate their noise
-    to a fixed ``num_sampled_clients`` (called from the strategy's methods, which a wrapper
-    calls directly)."""
-    caller = sys._getframe(depth).f_locals.get("self")
-    if caller is not None and isinstance(caller, _fixed_n_wrappers()):
+def _wraps(wrapper: Any, strategy: Any) -> bool:
+    """Whether ``strategy`` is in ``wrapper``'s chain of ``.strategy`` attributes."""
+    inner, seen = getattr(wrapper, "strategy", None), 0
+    while inner is not None and seen < 32:
+        if inner is strategy:
+            return True
+        inner, seen = getattr(inner, "strategy", None), seen + 1
+    return False
+
+
+def refuse_fixed_n_wrappers(strategy: Any) -> None:
+    """Raise if ``strategy`` is being called by one of Flower's DP wrappers, which calibrate
+    their noise to a fixed ``num_sampled_clients``: any frame of the call stack whose ``self``
+    is such a wrapper with ``strategy`` in its chain of ``.strategy`` (a subclass's own frames
+    in between do not hide it)."""
+    frame = sys._getframe(1)
+    caller = None
+    while frame is not None and caller is None:
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, _fixed_n_wrappers()) and _wraps(obj, strategy):
+            caller = obj
+        frame = frame.f_back
+    if caller is not None:
         fixed = getattr(caller, "num_sampled_clients", "?")
         raise InvalidParameterError(
             f"EEGradStrategy is wrapped in Flower's {type(caller).__name__}, which calibrates "

@@ -339,7 +339,7 @@ class EEGradStrategy(Strategy):
         """Ask the selector for n, sample n nodes and send each the model and its share (B −
         D(n))/n of the round's budget (Strategy API).
         """
-        refuse_fixed_n_wrappers()
+        refuse_fixed_n_wrappers(self)
         server_round += self._offset
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
             log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
