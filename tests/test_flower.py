@@ -561,3 +561,16 @@ def test_budgeted_clients_weight_their_replies_under_the_strategys_key():
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
     with pytest.raises(InvalidParameterError, match="'weighted_by_key'"):
         budgeted_train(lambda *a: None, DeviceCost(1.0, 2.0), weighted_by_key="")
+
+
+def test_start_twice_is_two_fresh_runs(tmp_path):
+    # A second start() on the same strategy is a new run from the state the constructor made:
+    # the records, the CSV (rewritten, not appended to) and the model equal the first run's.
+    strategy = _strategy(csv_path=tmp_path / "run.csv")
+    first = _start(strategy, LocalGrid(_app(), K, seed=2), 6)
+    records, text = list(strategy.records), (tmp_path / "run.csv").read_text()
+    second = _start(strategy, LocalGrid(_app(), K, seed=2), 6)
+    assert strategy.records == records
+    assert len(strategy.records) == 6
+    assert (tmp_path / "run.csv").read_text() == text
+    np.testing.assert_array_equal(first.arrays["w"].numpy(), second.arrays["w"].numpy())

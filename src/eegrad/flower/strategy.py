@@ -34,6 +34,7 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Iterable
@@ -284,10 +285,23 @@ class EEGradStrategy(Strategy):
          self._evaluate_rng) = as_generator(rng, owner).spawn(4)  # fmt: skip
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ())
+        # The streams as constructed: every start() begins from them (a fresh run).
+        self._initial_streams = copy.deepcopy((self._selector_rng, self._sampling_rng,
+                                               self._noise_rng, self._evaluate_rng))  # fmt: skip
+        self._fresh_run()
+
+    def _fresh_run(self) -> None:
+        """The run state as the constructor leaves it: no records, no cost, no rule set up,
+        the random streams at their start (a second :meth:`start` is a new run, not more of
+        the last one)."""
+        (self._selector_rng, self._sampling_rng, self._noise_rng,
+         self._evaluate_rng) = copy.deepcopy(self._initial_streams)  # fmt: skip
         #: One dict per server round (see :data:`RECORD_COLUMNS`).
         self.records: list[dict[str, Any]] = []
+        self.selector = self._given_selector
         self.estimator: GradientEstimator | None = None
         self.N: int | None = None
+        self._private = None
         self._round: dict[str, Any] | None = None
         self._steps_taken = 0
         self._cost = 0.0
@@ -604,9 +618,11 @@ class EEGradStrategy(Strategy):
               evaluate_fn: Any = None) -> Result:  # fmt: skip
         """Run ``num_rounds`` rounds (Flower's ``Strategy.start``); with a ``checkpoint`` that
         exists, continue the saved run from the round after the saved one, with the saved
-        model, to round ``num_rounds``. The result's metrics are indexed by server round."""
+        model, to round ``num_rounds``. The result's metrics are indexed by server round.
+        Every call begins a fresh run (records, cost and streams as constructed) unless it
+        resumes."""
+        self._fresh_run()
         self._offset = 0
-        self.stopped = None
         arrays = initial_arrays
         if self.checkpoint is not None and self.checkpoint.exists():
             arrays = resume(self, initial_arrays)
