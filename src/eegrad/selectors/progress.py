@@ -88,6 +88,15 @@ class ProgressThompson(SpreadThompson):
         Degree of the log-signal's curve in the centred log-spend (0: the same signal for every
         arm; 1, the default: a signal that grows or falls as a power of the share; 2: with a
         bend).
+    objective : {"decrease", "signal-fraction"}
+        What the rule maximises: ``"decrease"`` (default), the expected decrease
+        :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes;
+        ``"signal-fraction"``, :math:`x_n s_n/(s_n + v_n)`, the update's length times its share
+        of signal, which needs no curvature (:meth:`signal_fraction_progress`).
+    shape_discount : float
+        Weight per round of age of the evidence on the signal curve's shape (the arms' relative
+        gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
+        of the clients' training that outlives the level's drift.
 
     Examples
     --------
@@ -116,7 +125,8 @@ class ProgressThompson(SpreadThompson):
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
 
     def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters and ``signal_degree``."""
+        """The spread rule's parameters, ``signal_degree``, ``objective`` and
+        ``shape_discount``."""
         return {**super().get_params(), "signal_degree": self.signal_degree,
                 "objective": self.objective, "shape_discount": self.shape_discount}  # fmt: skip
 
@@ -171,7 +181,7 @@ class ProgressThompson(SpreadThompson):
         p = None if persistence is None else check_array(persistence, "persistence", owner,
                                                           shape=(R,))  # fmt: skip
         v = self.predicted()[self._rows, arms]
-        own = getattr(self, "_round_noise", None)
+        own = self._round_noise  # the round's own noise, from its spread (None: no spread)
         v_round = v if own is None else np.where(np.isfinite(own), own, v)
         self._round_noise = None
         told = np.any(self._arm_rounds > 0)
