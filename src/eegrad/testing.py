@@ -208,7 +208,8 @@ def check_warm_up(rule: Selector) -> None:
 
 def check_predicted_variances(rule: Selector) -> None:
     """``predicted()`` is None (a rule that fits no variances) or, after the warm-up, the
-    fitted variance of every arm: finite and >= 0, of shape (R, N)."""
+    fitted variance of every arm: finite and >= 0, of shape (R, N); ``step_scale()`` is None
+    or of shape (R,) in [0, 1]."""
     sel = copy.deepcopy(rule)
     _run(sel, max(sel.min_rounds(N), 2 * N) + N)
     v = sel.predicted()
@@ -218,6 +219,11 @@ def check_predicted_variances(rule: Selector) -> None:
     if v.shape != (R, N) or not np.all(np.isfinite(v)) or np.any(v < 0):
         raise AssertionError(f"{type(rule).__name__}: predicted() is not a finite, "
                              f"non-negative array of shape ({R}, {N}): {v!r}")  # fmt: skip
+    rho = sel.step_scale(np.zeros(R, np.int64))
+    if rho is not None and (np.shape(rho) != (R,) or not np.all((np.asarray(rho) >= 0)
+                                                                & (np.asarray(rho) <= 1))):  # fmt: skip
+        raise AssertionError(f"{type(rule).__name__}: step_scale() is not None nor of shape "
+                             f"({R},) in [0, 1]: {rho!r}")  # fmt: skip
 
 
 def check_summaries_are_checked_at_the_public_boundary(rule: Selector) -> None:

@@ -584,19 +584,13 @@ class EEGradStrategy(Strategy):
         self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(pull.count), noisy=True)
 
     def _step_scale(self, n: int) -> float:
-        """ρ = √(v̂*/v̂_n) of ``damp_exploration`` for a round of arm n (1 when off, with
-        t-rounds, or with a rule that fits no variances)."""
+        """ρ of ``damp_exploration`` for a round of arm n: the rule's
+        :meth:`~eegrad.selectors.Selector.step_scale` (1 when off, with t-rounds, or for a rule
+        with no view of it)."""
         if not self.damp_exploration or self.steps != "every-round":
             return 1.0
-        if hasattr(self.selector, "step_scale"):  # a rule with its own model of a step's worth
-            return float(self.selector.step_scale(np.array([n - 1]))[0])
-        fitted = self.selector.predicted()
-        if fitted is None:
-            return 1.0
-        v = np.asarray(fitted, dtype=np.float64)[0]
-        if not np.all(np.isfinite(v)) or v[n - 1] <= 0.0:
-            return 1.0  # no fit yet (or a noiseless one): nothing to damp by
-        return float(min(1.0, math.sqrt(max(float(v.min()), 0.0) / float(v[n - 1]))))
+        rho = self.selector.step_scale(np.array([n - 1]))
+        return 1.0 if rho is None else float(rho[0])
 
     def _step(self, G: Any, scale: float = 1.0) -> ArrayRecord:
         """w ← w − η ρ G, array by array in the model's dtypes (G: the pull's mean in the

@@ -110,9 +110,9 @@ class Selector:
     uses_parts: bool = False
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
-    #: Whether the rule also learns from the squared norm of each pull's mean (a
-    #: ``tell_signal(arms, mean_norm2)`` method, after the pull is told), as
-    #: :class:`~eegrad.ProgressThompson`: :class:`~eegrad.flower.EEGradStrategy` tells it.
+    #: Whether the rule also learns from the squared norm of each pull's mean and its
+    #: persistence (:meth:`tell_signal`, after the pull is told), as
+    #: :class:`~eegrad.ProgressThompson`: :class:`~eegrad.GradientEstimator` tells it.
     uses_signal: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
     #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
@@ -406,6 +406,31 @@ class Selector:
         :class:`~eegrad.SpreadThompson`) returns its point estimate, which a driver may read
         between rounds (:class:`~eegrad.flower.EEGradStrategy`'s ``damp_exploration``)."""
         return None
+
+    def step_scale(self, arms: Any) -> np.ndarray | None:
+        r"""The scale :math:`\rho \le 1` of a step by a round of ``arms``, shape (R,), that a
+        driver damping exploration applies (:class:`~eegrad.flower.EEGradStrategy`'s
+        ``damp_exploration``), or None for a rule with no view of it. Default, from
+        :meth:`predicted`: :math:`\rho = \sqrt{\hat v^*/\hat v_n}`, so that a round of a noisy
+        arm is no noisier than one of the arm believed best (1 where the fit is not finite or
+        the arm's variance is 0; None for a rule that fits no variances). A rule with its own
+        model of a step's worth overrides it (:class:`~eegrad.ProgressThompson`)."""
+        fitted = self.predicted()
+        if fitted is None:
+            return None
+        v = np.asarray(fitted, dtype=np.float64)
+        rows = np.arange(v.shape[0])
+        mine = v[rows, np.asarray(arms)]
+        ok = np.all(np.isfinite(v), axis=1) & (mine > 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.sqrt(np.maximum(v.min(axis=1), 0.0) / mine)
+        return np.where(ok, np.minimum(rho, 1.0), 1.0)
+
+    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        """Tell the squared norm of the last pull's mean and its inner product with the last
+        round's, for a rule that learns from them (:attr:`uses_signal`); refused otherwise."""
+        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
+                            "(uses_signal is False).")  # fmt: skip
 
     # -- to override --------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:

@@ -150,16 +150,16 @@ class ProgressThompson(SpreadThompson):
         self._shape_s = np.zeros((R, N))
         self._shape_ss = np.zeros((R, N))
         self._shape_rounds = np.zeros((R, N))
-        self._beta = np.zeros((R, k))  # the signal curve: level and shape (0: none yet)
+        self._beta = np.zeros((R, k))  # the signal curve's fit: level and shape
         self._shape_beta = np.zeros((R, k))  # the shape's own fit (warm start)
-        self._has_signal = np.zeros(R, bool)  # the last fit found a positive level
-        self._fitted = np.zeros(R, bool)  # some fit has
+        self._curve = np.zeros((R, k))  # the curve as the rule uses it (signal_curve)
+        self._fitted = np.zeros(R, bool)  # a fit has found a positive level
         self._round_noise = None  # the last round's own estimate of its noise
         # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
         # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
         self._persist_A = np.zeros((R, 2, 2))
         self._persist_b = np.zeros((R, 2))
-        self._last = None  # (arms, x, s, v) of the last round told a signal
+        self._last = None  # (x, v) of the last round told a signal
 
     # -- tell --------------------------------------------------------------------------------------
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
@@ -216,7 +216,8 @@ class ProgressThompson(SpreadThompson):
         self._persist_A *= lam
         self._persist_b *= lam
         if p is not None and self._last is not None:
-            _, x0, s0, v0 = self._last
+            x0, v0 = self._last
+            s0 = x0 * x0
             with np.errstate(invalid="ignore", divide="ignore"):
                 zhat = 1.0 - p / (x * x0)
                 f = np.stack([2.0 * x0, 2.0 * v0 / x0], axis=1)  # (R, 2)
@@ -228,7 +229,7 @@ class ProgressThompson(SpreadThompson):
             zhat = np.where(ok, zhat, 0.0)
             self._persist_A += w[:, None, None] * f[:, :, None] * f[:, None, :]
             self._persist_b += w[:, None] * f * zhat[:, None]
-        self._last = (arms.copy(), x, x * x, v)
+        self._last = (x, v)
 
     def forget_persistence(self) -> None:
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
@@ -255,9 +256,10 @@ class ProgressThompson(SpreadThompson):
         r""":math:`a_n^2 / a_0^2 = \exp(b_1\ell_n + b_2\ell_n^2)`, shape (R, N): the gain² of every
         arm relative to the centre of the spend's range, from the signal's curve — the noise
         of a round scales with its gain as its signal does (1 before any signal)."""
-        if not hasattr(self, "_beta") or self._beta.shape[1] == 1:
+        curve = getattr(self, "_curve", None)  # none while the spread rule's init runs
+        if curve is None or curve.shape[1] == 1:
             return 1.0
-        slope = self.signal_curve()[:, 1:]
+        slope = curve[:, 1:]
         return np.exp(np.clip(self._features[:, 1:] @ slope.T, -50.0, 50.0)).T
 
     # -- the fits ----------------------------------------------------------------------------------
@@ -284,11 +286,12 @@ class ProgressThompson(SpreadThompson):
             c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
         # No positive signal on the whole (the rounds are all noise): the level is left as it
         # was (none yet: the rule is the spread rule's).
-        self._has_signal = np.isfinite(c) & (c > 0)
+        positive = np.isfinite(c) & (c > 0)
         beta = self._shape_beta.copy()
-        beta[:, 0] = np.log(np.where(self._has_signal, c, 1.0))
-        self._beta = np.where(self._has_signal[:, None], beta, self._beta)
-        self._fitted |= self._has_signal
+        beta[:, 0] = np.log(np.where(positive, c, 1.0))
+        self._beta = np.where(positive[:, None], beta, self._beta)
+        self._fitted |= positive
+        self._curve = self._shrunk_curve()
 
     def _signal_normal_matrix(self, Q: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The Gauss–Newton normal matrix (ridged) and Jacobian of exp(φ·b) at ``beta``."""
@@ -304,7 +307,11 @@ class ProgressThompson(SpreadThompson):
         (R, k): the fit, each coefficient of the log-spend shrunk towards 0 by its evidence,
         :math:`\hat b_j \max(0, 1 - \widehat{\mathrm{Var}}\,\hat b_j / \hat b_j^2)`, so that a
         trend is followed only where the rounds show one (a flat signal, FedSGD, is not read as
-        a slope from noise)."""
+        a slope from noise). Computed once per fit."""
+        return self._curve
+
+    def _shrunk_curve(self) -> np.ndarray:
+        """:meth:`signal_curve` from the current fit and the shape's evidence."""
         beta = self._beta
         if beta.shape[1] == 1:
             return beta
