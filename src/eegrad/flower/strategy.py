@@ -105,17 +105,21 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
     federations, ``eegrad example flower-scorecard``; the federated guide).
     """
-    if release_noise is not None:
-        return SpreadThompson(population=population, spend=spend, release_noise=release_noise,
-                              noise_order=DEFAULT_NOISE_ORDER, discount=discount)  # fmt: skip
-    return ProgressThompson(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
-                            discount=discount)  # fmt: skip
+    extra = {} if release_noise is None else {"release_noise": release_noise}
+    return _default_rule_class(release_noise is not None)(
+        population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER, discount=discount,
+        **extra)  # fmt: skip
+
+
+def _default_rule_class(private: bool) -> type[SpreadThompson]:
+    """The class of the default every-round rule, with or without a private release."""
+    return SpreadThompson if private else ProgressThompson
 
 
 def default_rule_name(private: bool) -> str:
     """How a checkpoint's fingerprint names the default every-round rule."""
-    rule = "SpreadThompson" if private else "ProgressThompson"
-    return f"default ({rule}, noise_order={DEFAULT_NOISE_ORDER})"
+    return (f"default ({_default_rule_class(private).__name__}, "
+            f"noise_order={DEFAULT_NOISE_ORDER})")  # fmt: skip
 
 
 class ClientUpdateError(InvalidParameterError):
@@ -248,7 +252,6 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
-        self.selector = selector  # the rule at work (set up by _setup)
         self._given_selector = selector  # as the user gave it: nothing is written into it
         self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
@@ -278,7 +281,6 @@ class EEGradStrategy(Strategy):
         if self.secure_sums and privacy is not None:
             raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
                        "clips each update on the server, which sums alone do not allow)", True)
-        self._private: PrivateRounds | None = None  # the release, made when K is known
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
         (self._selector_rng, self._sampling_rng, self._noise_rng,
@@ -298,10 +300,10 @@ class EEGradStrategy(Strategy):
          self._evaluate_rng) = copy.deepcopy(self._initial_streams)  # fmt: skip
         #: One dict per server round (see :data:`RECORD_COLUMNS`).
         self.records: list[dict[str, Any]] = []
-        self.selector = self._given_selector
+        self.selector = self._given_selector  # the rule at work once _setup has run
         self.estimator: GradientEstimator | None = None
         self.N: int | None = None
-        self._private = None
+        self._private: PrivateRounds | None = None  # the release, made when K is known
         self._round: dict[str, Any] | None = None
         self._steps_taken = 0
         self._cost = 0.0
