@@ -56,6 +56,7 @@ from .flower_setting import (
     client_app,
     problem,
     share,
+    softmax_accuracy,
     softmax_loss_grad,
 )
 
@@ -105,9 +106,7 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         w = arrays["w"].numpy()
         f, _ = softmax_loss_grad(w, prob.X, prob.y)
-        p = prob.X_test.shape[1]
-        W = w.reshape(p + 1, 10)
-        acc = float(np.mean(np.argmax(prob.X_test @ W[:p] + W[p], axis=1) == prob.y_test))
+        acc = softmax_accuracy(w, prob.X_test, prob.y_test)
         rows.append({"method": method, "seed": seed, "step": server_round,
                      "cost": server_round * BUDGET, "objective_gap": f - prob.f_star,
                      "test_accuracy": acc})  # fmt: skip

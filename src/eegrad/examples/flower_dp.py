@@ -50,7 +50,7 @@ from .flower_setting import (
     softmax_loss_grad,
 )
 
-__all__ = ["COLUMNS", "main", "run", "summarise"]
+__all__ = ["COLUMNS", "dp_fedavg", "equal_weight", "main", "run", "summarise"]
 
 COLUMNS = ("method", "seed", "step", "cost", "objective_gap", "clients", "noise_std", "epsilon")
 K_CLIENTS = 200
@@ -104,25 +104,46 @@ def client_app() -> Any:
         return DeviceCost(float(fed["overhead"][i]), float(fed["speed"][i]),
                           max_samples=int(fed["clients"][i].size))  # fmt: skip
 
-    train = budgeted_train(gradient, device, lr=CLIENT_LR)
-
-    def equal_weight(msg: Any, context: Any) -> Any:
-        reply = train(msg, context)
-        reply.content["metrics"]["num-updates"] = 1
-        return reply
-
     app = ClientApp()
-    app.train()(equal_weight)
+    app.train()(equal_weight(budgeted_train(gradient, device, lr=CLIENT_LR)))
     return app
+
+
+def equal_weight(train: Any) -> Any:
+    """A train function whose replies also carry ``num-updates`` = 1, the equal weight
+    DP-FedAvg averages with (:func:`dp_fedavg`)."""
+
+    def reply(msg: Any, context: Any) -> Any:
+        out = train(msg, context)
+        out.content["metrics"]["num-updates"] = 1
+        return out
+
+    return reply
+
+
+def dp_fedavg(n: int, population: int, rounds: int, epsilon: float, delta: float = DELTA,
+              clip: float = CLIP) -> tuple[Any, float]:  # fmt: skip
+    """DP-FedAvg at a fixed n: Flower's ``FedAvg`` with equal weights (``num-updates``) in
+    Flower's ``DifferentialPrivacyServerSideFixedClipping``, its noise multiplier z calibrated
+    so that ``rounds`` rounds of n of ``population`` spend ``epsilon`` at ``delta`` (as
+    ``CentralDP("auto")``, to 0.1 %); returns (the strategy, z)."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+
+    from ..flower.privacy import calibrate_noise
+
+    z = calibrate_noise(n, rounds, epsilon, delta, population)
+    inner = FedAvg(fraction_train=n / population, min_train_nodes=n,
+                   min_available_nodes=population, fraction_evaluate=0.0,
+                   weighted_by_key="num-updates")  # fmt: skip
+    return DifferentialPrivacyServerSideFixedClipping(inner, z, clip, n), z
 
 
 def run_one(method: str, seed: int, rounds: int, target: float) -> list[dict[str, Any]]:
     """One private federation on an in-process grid; its rows."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
-    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
 
     from ..flower import CentralDP, EEGradStrategy, LocalGrid
-    from ..flower.privacy import calibrate_noise, epsilon_spent
+    from ..flower.privacy import epsilon_spent
 
     fed = federation(seed)
     rows: list[dict[str, Any]] = []
@@ -140,15 +161,11 @@ def run_one(method: str, seed: int, rounds: int, target: float) -> list[dict[str
     config = {"data-seed": seed, "method-id": _method_id(method)}
     if method.startswith("dp-fedavg-"):
         n = int(method.rsplit("-", 1)[1])
-        z = calibrate_noise(n, rounds, target, DELTA, K_CLIENTS)  # as CentralDP("auto"), to 0.1%
         import random
 
         random.seed(seed * 1_000_003 + n)  # FedAvg samples with Python's random module
         np.random.seed([seed, n])  # noqa: NPY002 - Flower's DP noise draws from NumPy's global stream
-        inner = FedAvg(fraction_train=n / K_CLIENTS, min_train_nodes=n,
-                       min_available_nodes=K_CLIENTS, fraction_evaluate=0.0,
-                       weighted_by_key="num-updates")  # fmt: skip
-        strategy = DifferentialPrivacyServerSideFixedClipping(inner, z, CLIP, n)
+        strategy, z = dp_fedavg(n, K_CLIENTS, rounds, target)
         config["budget-share"] = float(per_client_spend(BUDGET, AGGREGATION, n))
 
         def fixed_records() -> dict[str, Any]:

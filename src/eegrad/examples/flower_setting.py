@@ -26,7 +26,7 @@ from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 
 __all__ = ["AGGREGATION", "BUDGET", "K_CLIENTS", "Problem", "check_split", "client_app",
-           "problem", "share", "softmax_loss_grad"]  # fmt: skip
+           "problem", "share", "softmax_accuracy", "softmax_loss_grad"]  # fmt: skip
 
 K_CLIENTS = 20
 BUDGET = 100.0
@@ -101,6 +101,13 @@ def softmax_loss_grad(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[floa
     P[np.arange(m), y] -= 1.0
     G = np.vstack([X.T @ P, P.sum(axis=0)]) / m
     return loss, G.reshape(-1) + REG * w
+
+
+def softmax_accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    """The share of (X, y) that softmax regression with weights w (flat) classifies right."""
+    p = X.shape[1]
+    W = w.reshape(p + 1, 10)
+    return float(np.mean(np.argmax(X @ W[:p] + W[p], axis=1) == y))
 
 
 def check_split(split: Any) -> str:

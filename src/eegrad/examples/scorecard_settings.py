@@ -7,24 +7,23 @@ each label, with heterogeneous virtual devices (:class:`eegrad.flower.DeviceCost
 the n clients asked as the paper's Section 2 has it: each gets :math:`(B - D(n))/n`. Each
 setting changes one thing a Flower user's federation can differ in:
 
-=================  ===========================================================================
-``fedsgd``         (a) softmax regression, K = 20, one local gradient step (FedSGD)
-``local-steps``    (b) the same with 5 local steps on the samples the share buys
-``overheads``      (c) K = 50 clients with heavy overheads o ~ U(4, 8) and D(n) = 1.5 (n − 1):
-                   spending on more clients wastes budget, so the best n is inside the range
-``cnn-e1``         (d) a PyTorch CNN, E = 1 full-batch local epoch on the subset the share buys
-``cnn-e3``         (e) the same with E = 3 epochs
-``mlp-minibatch``  (f) a PyTorch MLP, E = 2 epochs of mini-batches of 16, SGD with momentum 0.9
-                   (as Flower's PyTorch quickstart trains): a larger share buys more local steps
-``dp``             (g) central DP at ε = 8 (δ = 1e-5) among K = 200 clients: the default with
-                   ``CentralDP("auto")`` against DP-FedAvg (Flower's own
-                   ``DifferentialPrivacyServerSideFixedClipping``) at every fixed n, each at
-                   the same ε by the end
-``arrival``        (h) softmax regression, K = 20, whose clients' data arrives over time: a
-                   client holds 8% of its samples at the first round and all of them from the
-                   middle of the run on; with few samples a large share buys nothing, so the
-                   best n falls as data arrives
-=================  ===========================================================================
+===================  =========================================================================
+``fedsgd``           (a) softmax regression, K = 20, one local gradient step (FedSGD)
+``local-steps``      (b) the same with 5 local steps on the samples the share buys
+``overheads``        (c) K = 50 clients with heavy overheads o ~ U(4, 8) and D(n) = 1.5 (n − 1):
+                     spending on more clients wastes budget, so the best n is inside the range
+``cnn-e1``           (d) a PyTorch CNN, E = 1 full-batch local epoch on the subset the share buys
+``cnn-e3``           (e) the same with E = 3 epochs
+``mlp-minibatch``    (f) a PyTorch MLP, E = 2 epochs of mini-batches of 16, SGD with momentum 0.9
+                     (as Flower's PyTorch quickstart trains): a larger share buys more local steps
+``dp``               (g) central DP at ε = 8 (δ = 1e-5) among K = 200 clients: the default with
+                     ``CentralDP("auto")`` against DP-FedAvg (Flower's own
+                     ``DifferentialPrivacyServerSideFixedClipping``) at every fixed n, each at
+                     the same ε by the end
+``minibatch-drift``  (h) softmax regression, K = 20, mini-batches of 8 (a larger share buys
+                     more local steps), 160 rounds: few clients win early, more as the noise
+                     comes to dominate, so the best n changes during the run
+===================  =========================================================================
 
 A setting builds, for one seed, a :class:`Federation`: the ClientApp, the initial model, the
 evaluation (the training loss on the pooled training data and the test accuracy), and the two
@@ -44,7 +43,8 @@ import numpy as np
 from .._validation import fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
-from .flower_setting import _load, _method_id, _split, softmax_loss_grad
+from .flower_dp import dp_fedavg, equal_weight
+from .flower_setting import _load, _method_id, _split, softmax_accuracy, softmax_loss_grad
 
 __all__ = ["SETTINGS", "Federation", "Setting", "check_settings", "federation"]
 
@@ -151,7 +151,7 @@ class Federation:
     def fixed(self, n: int, rounds: int) -> tuple[Any, dict[str, Any]]:
         """Flower's own FedAvg with n clients a round (DP-FedAvg at ε = 8 when private), and the
         config that carries the share to its clients."""
-        from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+        from flwr.serverapp.strategy import FedAvg
 
         if n > self.N:
             raise fail("n", "Federation.fixed", f"<= N = {self.N}", n)
@@ -159,12 +159,8 @@ class Federation:
         if not self.private:
             return FedAvg(fraction_train=n / self.K, min_train_nodes=n,
                           min_available_nodes=self.K, fraction_evaluate=0.0), config  # fmt: skip
-        from ..flower.privacy import calibrate_noise
-
-        z = calibrate_noise(n, rounds, DP_EPSILON, DP_DELTA, self.K)
-        inner = FedAvg(fraction_train=n / self.K, min_train_nodes=n, min_available_nodes=self.K,
-                       fraction_evaluate=0.0, weighted_by_key="num-updates")  # fmt: skip
-        return DifferentialPrivacyServerSideFixedClipping(inner, z, DP_CLIP, n), config
+        strategy, _ = dp_fedavg(n, self.K, rounds, DP_EPSILON, DP_DELTA, DP_CLIP)
+        return strategy, config
 
     def default(self, rng: Any, rounds: int, **kwargs: Any) -> Any:
         """:class:`~eegrad.flower.EEGradStrategy` as shipped (with ``CentralDP("auto")`` at
@@ -204,12 +200,10 @@ class _Batches:
 
 def _softmax(seed: int, *, K: int = 20, overhead: tuple[float, float] = (1.0, 3.0),
              speed: float = 2.0, agg_per_client: float = 0.5, local_steps: int = 1,
-             lr: float = 0.5, batch_size: int | None = None, arrival: float | None = None,
-             rounds: int = 60, dp: bool = False) -> Federation:  # fmt: skip
+             lr: float = 0.5, batch_size: int | None = None, rounds: int = 60,
+             dp: bool = False) -> Federation:  # fmt: skip
     """Softmax regression (λ = 1e-3) with FedSGD, local steps or mini-batches of
-    ``batch_size`` (:func:`~eegrad.flower.budgeted_train`); ``arrival``: the fraction of
-    the run by which every client holds all its data (8% at the start, linear in between);
-    ``dp``: equal weights (``num-updates`` = 1) for DP-FedAvg and the central-DP default."""
+    ``batch_size`` (:func:`~eegrad.flower.budgeted_train`); ``dp``: equal weights (``num-updates`` = 1) for DP-FedAvg and the central-DP default."""
     from flwr.app import Array, ArrayRecord
     from flwr.clientapp import ClientApp
 
@@ -225,43 +219,26 @@ def _softmax(seed: int, *, K: int = 20, overhead: tuple[float, float] = (1.0, 3.
     batches = _Batches(seed)
     dim = (X.shape[1] + 1) * 10
 
-    def held(pid: int, config: Any) -> np.ndarray:
-        idx = clients[pid]
-        if arrival is None:
-            return idx
-        frac = min(1.0, 0.08 + 0.92 * (int(config["server-round"]) - 1) / (arrival * rounds))
-        return idx[: max(1, int(frac * idx.size))]
-
     def gradient(arrays, size, context, config):
         pid = int(context.node_config["partition-id"])
-        take = batches.draw(pid, config, held(pid, config), size)
+        take = batches.draw(pid, config, clients[pid], size)
         return [softmax_loss_grad(arrays[0], X[take], y[take])[1]]
 
     def device(context, config):
         pid = int(context.node_config["partition-id"])
-        return DeviceCost(float(o[pid]), float(s[pid]), max_samples=int(held(pid, config).size))
+        return DeviceCost(float(o[pid]), float(s[pid]), max_samples=int(clients[pid].size))
 
     def client_app() -> Any:
         train = budgeted_train(gradient, device, lr=lr, local_steps=local_steps,
                                batch_size=batch_size)  # fmt: skip
-
-        def reply(msg: Any, context: Any) -> Any:
-            out = train(msg, context)
-            if dp:
-                out.content["metrics"]["num-updates"] = 1
-            return out
-
         app = ClientApp()
-        app.train()(reply)
+        app.train()(equal_weight(train) if dp else train)
         return app
 
     def evaluate(arrays: Any) -> tuple[float, float]:
         w = arrays["w"].numpy()
         loss, _ = softmax_loss_grad(w, X, y)
-        p = X.shape[1]
-        W = w.reshape(p + 1, 10)
-        pred = np.argmax(data["X_test"] @ W[:p] + W[p], axis=1)
-        return float(loss), float(np.mean(pred == data["y_test"]))
+        return float(loss), softmax_accuracy(w, data["X_test"], data["y_test"])
 
     return Federation(K, N, c_min, agg, client_app, lambda: ArrayRecord({"w": Array(np.zeros(dim))}),
                       evaluate, private=dp)  # fmt: skip
