@@ -104,7 +104,7 @@ def test_an_interrupted_checkpoint_write_leaves_the_previous_one(tmp_path, monke
     assert ck.read_bytes() == before
     assert list(tmp_path.iterdir()) == [ck]  # no temporary file left behind
     tree, _ = read_checkpoint(ck)
-    assert tree["state"]["__dict__"]["round"] == 2
+    assert tree["state"]["__dict__"]["server_round"] == 2
 
 
 SCRIPT = """

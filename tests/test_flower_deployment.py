@@ -111,7 +111,7 @@ def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
             from eegrad.checkpoint import read_checkpoint
 
             tree, _ = read_checkpoint(checkpoint)
-            assert tree["state"]["__dict__"]["round"] == ROUNDS
+            assert tree["state"]["__dict__"]["server_round"] == ROUNDS
     finally:
         for proc in reversed(procs):
             _stop(proc)

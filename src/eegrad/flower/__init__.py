@@ -22,8 +22,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums
 from .grid import LocalGrid
+from .inner import UnsupportedStrategyError
 from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon_spent
-from .strategy import ClientUpdateError, EEGradStrategy
+from .replies import ClientUpdateError
+from .state import RunState
+from .strategy import EEGradStrategy
 from .torch_client import budgeted_torch_train
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "EEGradStrategy",
     "LocalGrid",
     "PrivacyBudgetExhausted",
+    "RunState",
+    "UnsupportedStrategyError",
     "WallClock",
     "budgeted_torch_train",
     "budgeted_train",

@@ -34,8 +34,6 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
-import copy
-import math
 import time
 from collections.abc import Iterable
 from logging import INFO
@@ -61,7 +59,6 @@ from .._random import as_generator
 from .._validation import (
     InvalidParameterError,
     InvalidParameterTypeError,
-    NonFiniteGradientError,
     check_integer,
     check_real,
     fail,
@@ -69,14 +66,24 @@ from .._validation import (
 from ..arms import feasible_arms, per_client_spend
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
-from ..parts import PullAccumulator, update_norm2
 from ..results import append_row, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
-from ..spread import SpreadSums
-from .checkpointing import resume, save_round
-from .client import SHARE_KEY, SUMS_KEY, SUMS_METRICS
+from .checkpointing import check_fingerprint, read_run, restore_run, save_run
+from .client import SHARE_KEY, SUMS_KEY, check_metric_key
+from .inner import (
+    REPLIES,
+    UnsupportedStrategyError,
+    configure_inner,
+    inner_hyperparameters,
+    inner_kind,
+    inner_state,
+    load_inner_state,
+    mean_reply,
+)
 from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
+from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsFold
+from .state import RunState, Streams
 
 __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy",
            "default_rule"]  # fmt: skip
@@ -120,11 +127,6 @@ def default_rule_name(private: bool) -> str:
     """How a checkpoint's fingerprint names the default every-round rule."""
     return (f"default ({_default_rule_class(private).__name__}, "
             f"noise_order={DEFAULT_NOISE_ORDER})")  # fmt: skip
-
-
-class ClientUpdateError(InvalidParameterError):
-    """A client's update cannot be used (wrong arrays or shapes); the message names the node
-    and the round."""
 
 
 class EEGradStrategy(Strategy):
@@ -205,6 +207,23 @@ class EEGradStrategy(Strategy):
         (:class:`eegrad.spread.SpreadSums`) — the weighted mean for the step, and the weighted
         spread for a rule that learns from parts. A non-finite reply is then seen only in the
         sum, so the error names the round, not the node.
+    strategy : flwr.serverapp.strategy.Strategy, optional
+        The user's own Flower strategy (message API), kept for what it does: FedAvg, FedAvgM,
+        FedProx, FedAdam, FedYogi, FedAdagrad (given one synthetic reply, the round's mean:
+        server memory O(d), and it takes a private release or secure sums), FedMedian,
+        FedTrimmedAvg (given every reply). eegrad chooses n, the nodes and the shares; the inner
+        strategy configures the messages for exactly those nodes (its ``fraction_train`` and
+        minimum node counts are not used; FedProx's ``proximal-mu`` reaches the clients),
+        aggregates and steps with its own rule (``server_lr`` must be 1), is given Flower's
+        round number (the run's, a resumed run's included), evaluates (``fraction_evaluate``
+        must be 0 here: set it on the inner strategy), and its state (FedAdam's moments,
+        FedAvgM's momentum) goes into the checkpoint. Strategies whose aggregate is not a mean of
+        the updates are refused (:mod:`eegrad.flower.inner` says which and why). None
+        (default): the built-in step, ``server_lr`` times FedAvg's aggregate.
+    weighted_by_key, arrayrecord_key, configrecord_key : str, optional
+        Where a reply's weight (the samples used), the arrays and the config are kept
+        (Flower's keys; None: the inner strategy's, else ``"num-examples"``, ``"arrays"``,
+        ``"config"``). A key that differs from the inner strategy's is refused.
     """
 
     def __init__(
@@ -225,9 +244,10 @@ class EEGradStrategy(Strategy):
         checkpoint: str | Path | None = None,
         privacy: CentralDP | None = None,
         secure_sums: bool = False,
-        weighted_by_key: str = "num-examples",
-        arrayrecord_key: str = "arrays",
-        configrecord_key: str = "config",
+        strategy: Strategy | None = None,
+        weighted_by_key: str | None = None,
+        arrayrecord_key: str | None = None,
+        configrecord_key: str | None = None,
     ) -> None:
         owner = "EEGradStrategy"
         self.budget = check_real(budget, "budget", owner, gt=0)
@@ -253,7 +273,6 @@ class EEGradStrategy(Strategy):
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
         self._given_selector = selector  # as the user gave it: nothing is written into it
-        self._rule_given = selector is not None  # else _setup builds the default
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
         if damp_exploration is None:  # damped where a private release adds known noise
             damp_exploration = privacy is not None
@@ -269,10 +288,6 @@ class EEGradStrategy(Strategy):
                                             ge=0, le=1)  # fmt: skip
         self.csv_path = None if csv_path is None else Path(csv_path)
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
-        self._offset = 0  # rounds done before a resumed start
-        self.weighted_by_key = weighted_by_key
-        self.arrayrecord_key = arrayrecord_key
-        self.configrecord_key = configrecord_key
         if privacy is not None and not isinstance(privacy, CentralDP):
             raise InvalidParameterTypeError(f"The 'privacy' parameter of {owner} must be a "
                                             f"CentralDP or None. Got {privacy!r} instead.")  # fmt: skip
@@ -281,38 +296,118 @@ class EEGradStrategy(Strategy):
         if self.secure_sums and privacy is not None:
             raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
                        "clips each update on the server, which sums alone do not allow)", True)
-        # The first three children are those of spawn(2) and spawn(3): adding a stream changes
-        # nothing else. Evaluation samples from its own, so turning it on changes no training.
-        (self._selector_rng, self._sampling_rng, self._noise_rng,
-         self._evaluate_rng) = as_generator(rng, owner).spawn(4)  # fmt: skip
+        #: The user's inner strategy, or None (the built-in step).
+        self.strategy = strategy
+        self._kind = None if strategy is None else inner_kind(strategy)
+        if strategy is not None:
+            self._check_inner(owner)
+        keys = {}
+        for name, given, default in (("weighted_by_key", weighted_by_key, "num-examples"),
+                                     ("arrayrecord_key", arrayrecord_key, "arrays"),
+                                     ("configrecord_key", configrecord_key, "config")):  # fmt: skip
+            theirs = getattr(strategy, name, None)
+            if given is not None and theirs is not None and given != theirs:
+                raise fail(name, owner, f"the inner strategy's {theirs!r} (or None, to take it)",
+                           given)  # fmt: skip
+            keys[name] = check_metric_key(given or theirs or default, name, owner)
+        self.weighted_by_key = keys["weighted_by_key"]
+        self.arrayrecord_key = keys["arrayrecord_key"]
+        self.configrecord_key = keys["configrecord_key"]
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ())
-        # The streams as constructed: every start() begins from them (a fresh run).
-        self._initial_streams = copy.deepcopy((self._selector_rng, self._sampling_rng,
-                                               self._noise_rng, self._evaluate_rng))  # fmt: skip
+        # The first three children are those of spawn(2) and spawn(3): adding a stream changes
+        # nothing else. Evaluation samples from its own, so turning it on changes no training.
+        self._initial_streams = Streams(*as_generator(rng, owner).spawn(4))
+        self._inner_initial = None if strategy is None else inner_state(strategy)
+        #: What a checkpoint must share with this run to continue it (the constructor's
+        #: arguments; the model's arrays are added when it is saved).
+        self.fingerprint = self._fingerprint()
         self._fresh_run()
 
+    def _check_inner(self, owner: str) -> None:
+        """Refuse the settings an inner strategy cannot take, naming them."""
+        name = type(self.strategy).__name__
+        if self.steps != "every-round":
+            raise fail("steps", owner, f"'every-round' with an inner strategy ({name} steps "
+                       "every round)", self.steps)  # fmt: skip
+        if self.server_lr != 1.0:
+            raise fail("server_lr", owner, f"1 with an inner strategy ({name}'s own step "
+                       "applies, e.g. FedAdam's eta)", self.server_lr)  # fmt: skip
+        if self.fraction_evaluate != 0.0:
+            raise fail("fraction_evaluate", owner, f"0 with an inner strategy (evaluation is "
+                       f"{name}'s: set its fraction_evaluate)", self.fraction_evaluate)  # fmt: skip
+        if self._kind == REPLIES:
+            why = (f"{name} aggregates every reply itself, so the round's mean cannot stand for "
+                   "them")
+            if self.privacy is not None or self.secure_sums:
+                mode = "privacy" if self.privacy is not None else "secure_sums"
+                raise UnsupportedStrategyError(
+                    f"The 'strategy' parameter of {owner} cannot be a {name} with {mode}: {why}, "
+                    "and a private release or secure sums reveal only the mean. Use a linear "
+                    "strategy (FedAvg, FedAvgM, FedProx, FedAdam, FedYogi, FedAdagrad)."
+                )
+            if self.damp_exploration:
+                raise fail("damp_exploration", owner, f"False with {name} ({why}: its step "
+                           "cannot be scaled)", True)  # fmt: skip
+
+    def _fingerprint(self) -> dict[str, Any]:
+        """The fingerprint of the constructor's arguments (:attr:`fingerprint`)."""
+        sel = self._given_selector
+        default = (default_rule_name(self.privacy is not None) if self.steps == "every-round"
+                   else "default")  # fmt: skip
+        n = np.arange(1.0, self.max_arms + 2.0)
+        out = {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
+               "D(1..N+1)": [float(x) for x in self.aggregation(n)],
+               "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
+               "fraction_evaluate": self.fraction_evaluate,
+               "weighted_by_key": self.weighted_by_key,
+               "rule": default if sel is None else type(sel).__name__,
+               "rule parameters": None if sel is None else repr(sel.get_params()),
+               "privacy": repr(self.privacy), "secure_sums": self.secure_sums,
+               "strategy": None if self.strategy is None else type(self.strategy).__name__}  # fmt: skip
+        if self.strategy is not None:
+            out.update({f"strategy.{k}": v
+                        for k, v in inner_hyperparameters(self.strategy).items()})  # fmt: skip
+        return out
+
     def _fresh_run(self) -> None:
-        """The run state as the constructor leaves it: no records, no cost, no rule set up,
-        the random streams at their start (a second :meth:`start` is a new run, not more of
-        the last one)."""
-        (self._selector_rng, self._sampling_rng, self._noise_rng,
-         self._evaluate_rng) = copy.deepcopy(self._initial_streams)  # fmt: skip
-        #: One dict per server round (see :data:`RECORD_COLUMNS`).
-        self.records: list[dict[str, Any]] = []
-        self.selector = self._given_selector  # the rule at work once _setup has run
-        self.estimator: GradientEstimator | None = None
-        self.N: int | None = None
-        self._private: PrivateRounds | None = None  # the release, made when K is known
+        """A fresh run (:class:`~eegrad.flower.state.RunState`): no records, no cost, no rule
+        set up, the random streams at their start, the inner strategy's state as given (a
+        second :meth:`start` is a new run, not more of the last one)."""
+        #: The run's state (:class:`~eegrad.flower.state.RunState`).
+        self.state = RunState(streams=self._initial_streams.copy())
+        if self.strategy is not None:
+            load_inner_state(self.strategy, self._inner_initial)
+        self._offset = 0  # rounds done before a resumed start
         self._round: dict[str, Any] | None = None
-        self._steps_taken = 0
-        self._cost = 0.0
-        self._num_nodes: int | None = None
         self._latest: ArrayRecord | None = None  # the model the next round starts from
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
         self.stopped: str | None = None
-        self._metrics: dict[int, dict[str, Any]] = {}  # each round's train MetricRecord
+
+    # -- the run's state, read -----------------------------------------------------------------
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per server round (see :data:`RECORD_COLUMNS`)."""
+        return self.state.records
+
+    @property
+    def estimator(self) -> GradientEstimator | None:
+        """The rule's driver, once the first round has set it up."""
+        return self.state.estimator
+
+    @property
+    def selector(self) -> Selector | None:
+        """The rule at work (the given one, its private copy or the default) once set up; the
+        given one (or None) before."""
+        est = self.state.estimator
+        return self._given_selector if est is None else est.selector
+
+    @property
+    def N(self) -> int | None:
+        """N, the arms: min(the budget's, the nodes connected), once set up."""
+        est = self.state.estimator
+        return None if est is None else est.N
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
@@ -320,40 +415,49 @@ class EEGradStrategy(Strategy):
         return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
 
     def _setup(self, num_nodes: int, dim: int) -> None:
-        self._num_nodes = num_nodes
-        self.N = min(self.max_arms, num_nodes)
+        """Build the rule, its estimator and the private release for K nodes and a model of
+        size d (at the first round, or on resume for the saved K and d)."""
+        state = self.state
+        state.num_nodes, state.dim = int(num_nodes), int(dim)
+        N = min(self.max_arms, state.num_nodes)
         sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = None
         if self.privacy is not None:
-            self._private = PrivateRounds(self.privacy, self.N, num_nodes, self._noise_rng)
-            noise = dim * self._private.noise_std(np.arange(1, self.N + 1)) ** 2
+            state.private = PrivateRounds(self.privacy, N, state.num_nodes, state.streams.noise)
+            noise = state.dim * state.private.noise_std(np.arange(1, N + 1)) ** 2
             if isinstance(sel, SpreadThompson) and sel.release_noise is None:
                 # a copy told the release's noise: the user's rule is left as it was given
                 sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
             if self.steps == "every-round":
-                sel = default_rule(num_nodes, self.spend(self.N), release_noise=noise)
+                sel = default_rule(state.num_nodes, self.spend(N), release_noise=noise)
             else:
                 sel = default_selector()
-        self.selector = sel  # the rule at work: the given one, its private copy, or the default
-        self.estimator = GradientEstimator(sel, self.N, T=self.T, dim=dim, rng=self._selector_rng)
+        state.estimator = GradientEstimator(sel, N, T=self.T, dim=state.dim,
+                                            rng=state.streams.selector)  # fmt: skip
 
     def summary(self) -> None:
-        """Log the strategy's settings (budget, c_min, D, steps, rule) at the start (Strategy API).
-        """
+        """Log the strategy's settings (budget, c_min, D, steps, rule, inner strategy) at the
+        start (Strategy API)."""
         log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
             self.budget, self.c_min, self.aggregation)  # fmt: skip
         log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
             self.T, self.server_lr, self.damp_exploration)  # fmt: skip
-        log(INFO, "\t└──> Selector: %r", self.selector or "default")
+        log(INFO, "\t%s──> Selector: %r", "├" if self.strategy else "└",
+            self.selector or "default")  # fmt: skip
+        if self.strategy is not None:
+            log(INFO, "\t└──> Inner strategy: %s (%s aggregate)", type(self.strategy).__name__,
+                self._kind)  # fmt: skip
+            self.strategy.summary()
 
     # -- train -------------------------------------------------------------------------------------
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Ask the selector for n, sample n nodes and send each the model and its share (B −
-        D(n))/n of the round's budget (Strategy API).
+        D(n))/n of the round's budget (Strategy API); with an inner strategy, its messages for
+        exactly those nodes.
         """
         refuse_fixed_n_wrappers(self)
         server_round += self._offset
@@ -362,16 +466,17 @@ class EEGradStrategy(Strategy):
             time.sleep(1.0)
         keys = list(arrays.keys())
         model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
-        if self.estimator is None:
+        state = self.state
+        if state.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
-        n = self.estimator.ask()
+        n = state.estimator.ask()
         if self.privacy is not None:
             try:
-                self._private.charge(server_round, n)
+                state.private.charge(server_round, n)
             except PrivacyBudgetExhausted:
-                self.estimator.withdraw()
+                state.estimator.withdraw()
                 raise
-        pick = self._sampling_rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
+        pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
         share = float(per_client_spend(self.budget, self.aggregation, n))
         cfg = ConfigRecord(dict(config))
@@ -380,70 +485,32 @@ class EEGradStrategy(Strategy):
         cfg["eegrad-n"] = n
         if self.secure_sums:
             cfg[SUMS_KEY] = True
-        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
         log(INFO, "configure_train: n = %d clients (share %.4g each)", n, share)
+        if self.strategy is not None:
+            return configure_inner(self.strategy, server_round, arrays, cfg, grid, chosen)
+        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
         return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
                 for nid in chosen]  # fmt: skip
 
-    def _reply(self, msg: Message, server_round: int) -> tuple[list[Array], float, float]:
-        """(arrays, weight, cost) of one reply, its arrays checked against the model's names,
-        shapes and dtypes from their metadata (nothing deserialised); raises naming the node
-        and the round."""
+    def _new_fold(self) -> RoundFold:
+        """The round's reply path: plain, sums only or private (:mod:`eegrad.flower.replies`)."""
         rnd = self._round
-        node = msg.metadata.src_node_id
-        where = f"node {node} at server round {server_round}"
-        content = msg.content
-        rec = content.get(self.arrayrecord_key)
-        if not isinstance(rec, ArrayRecord):
-            raise ClientUpdateError(
-                f"The reply of {where} has no ArrayRecord under {self.arrayrecord_key!r}."
-            )
-        if list(rec.keys()) != rnd["keys"]:
-            raise ClientUpdateError(
-                f"The update of {where} has arrays {list(rec.keys())}, expected {rnd['keys']}."
-            )
-        arrays = []
-        for k, ref in zip(rnd["keys"], rnd["model"], strict=True):
-            a = rec[k]
-            if tuple(a.shape) != ref.shape:
-                raise ClientUpdateError(f"The update of {where} has array {k!r} of shape "
-                                        f"{tuple(a.shape)}, expected {ref.shape}.")  # fmt: skip
-            if np.dtype(a.dtype) != ref.dtype:
-                raise ClientUpdateError(f"The update of {where} has array {k!r} of dtype "
-                                        f"{a.dtype}, expected {ref.dtype} (the model's).")  # fmt: skip
-            arrays.append(a)
-        metrics = next(iter(content.metric_records.values()), None)
-        if metrics is None or self.weighted_by_key not in metrics:
-            raise ClientUpdateError(
-                f"The reply of {where} has no {self.weighted_by_key!r} metric (the samples used)."
-            )
-        weight = float(metrics[self.weighted_by_key])
-        if not np.isfinite(weight) or weight <= 0:
-            raise ClientUpdateError(
-                f"The reply of {where} reports {self.weighted_by_key} = {weight!r}; it must be > 0."
-            )
-        return arrays, weight, float(metrics.get("cost", np.nan))
-
-    def _fold(self, pull: PullAccumulator, msg: Message, server_round: int) -> float:
-        """Fold one reply into the round's running sums, one array at a time (each
-        deserialised, folded and dropped); returns its reported cost."""
-        arrays, weight, cost = self._reply(msg, server_round)
-        try:
-            pull.add((array_view(a) for a in arrays), weight)
-        except NonFiniteGradientError:
-            raise NonFiniteGradientError(
-                f"The update of node {msg.metadata.src_node_id} at server round {server_round} "
-                "contains NaN or Inf."
-            ) from None
-        return cost
+        args = (rnd["server_round"], rnd["keys"], rnd["model"])
+        keys = {"arrayrecord_key": self.arrayrecord_key, "weighted_by_key": self.weighted_by_key}
+        if self.secure_sums:
+            return SumsFold(*args, **keys)
+        if self.privacy is not None:
+            return PrivateFold(*args, private=self.state.private, n=rnd["n"], **keys)
+        return PlainFold(*args, spread=self.state.estimator.selector.uses_parts, **keys)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Check the replies (shape, finiteness; failures dropped and recorded), tell the selector
-        the parts, step every round or after T rounds, and record the round (Strategy API).
+        """Fold the replies one at a time (checked for shape and finiteness; failures dropped
+        and recorded), tell the rule the round, step (every round, or after T rounds) or have
+        the inner strategy aggregate, and record the round (Strategy API).
         """
         server_round += self._offset
         rnd = self._round
@@ -451,139 +518,95 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterError(
                 f"aggregate_train(server_round={server_round}) without configure_train for it."
             )
-        replies = list(replies)
+        n, state = rnd["n"], self.state
+        est = state.estimator
         asked = set(rnd["nodes"])
-        good = [m for m in replies if not m.has_error() and m.metadata.src_node_id in asked]
-        failed = [m.metadata.src_node_id for m in replies if m.has_error()]
-        answered = {m.metadata.src_node_id for m in replies}
-        failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
-        for m in replies:
+        fold = self._new_fold()
+        kept: list[Message] = []  # the replies, for an inner strategy that needs every one
+        failed, answered = [], set()
+        for m in replies:  # each folded into running sums and dropped: O(d), FedAvg's cost
+            node = m.metadata.src_node_id
+            answered.add(node)
             if m.has_error():
-                log(INFO, "node %d failed at round %d: %s", m.metadata.src_node_id,
-                    server_round, m.error.reason)  # fmt: skip
-        n = rnd["n"]
-        est = self.estimator
-        # One pass over the replies: each folded into running sums (the updates u_i = w − w_i
-        # in the model's dtype, float64 scalars), FedAvg's server cost; no n × d stack.
-        pull = None if self.secure_sums else PullAccumulator(reference=rnd["model"],
-                                                             spread=est.selector.uses_parts)  # fmt: skip
-        if self.secure_sums:
-            costs, sums = self._sum_replies(good, server_round)
-        elif self.privacy is None:
-            costs = [self._fold(pull, m, server_round) for m in good]
-        else:
-            costs, spread_sum = self._fold_private(pull, good, server_round)
-        replied = len(costs)
+                failed.append(node)
+                log(INFO, "node %d failed at round %d: %s", node, server_round, m.error.reason)
+            elif node in asked:
+                fold.add(m)
+                if self._kind == REPLIES:
+                    kept.append(m)
+        failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
+        replied = fold.replied
         used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
-        used += float(np.nansum(costs)) if costs else 0.0
-        new_arrays = None
-        step = 0
-        if not replied:
-            est.withdraw()
-        elif self.secure_sums:
-            est.tell_sums(sums)
-        elif self.privacy is None:
-            est.tell_pull(pull)
+        used += float(np.nansum(fold.costs)) if replied else 0.0
+        if replied:
+            fold.finish(est)
         else:
-            self._release(pull, spread_sum, n)
-        del pull  # nothing of the round is kept past its use
-        scale = 1.0
+            est.withdraw()
+        new_arrays, inner_metrics = None, None
+        step, scale = 0, 1.0
         if replied and est.done:
             scale = self._step_scale(n)
-            new_arrays = self._step(est.result(), scale)
+            G = self._as_arrays(est.result())
+            if self.strategy is None:
+                new_arrays = self._step(G, scale)
+            else:
+                given = kept if self._kind == REPLIES else [mean_reply(
+                    rnd["model"], rnd["keys"], G, scale, fold.total_weight,
+                    fold.client_metrics(), arrayrecord_key=self.arrayrecord_key,
+                    weighted_by_key=self.weighted_by_key)]  # fmt: skip
+                new_arrays, inner_metrics = self.strategy.aggregate_train(server_round, given)
             est.next_iterate()
-            self._steps_taken += 1
+            state.steps_taken += 1
             step = 1
-        self._cost += self.budget
-        row = {"server_round": server_round, "step": self._steps_taken if step else "",
+        del fold, kept  # nothing of the round is kept past its use
+        state.cost += self.budget
+        row = {"server_round": server_round, "step": state.steps_taken if step else "",
                "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
-               "budget_used": used, "cost": self._cost}  # fmt: skip
+               "budget_used": used, "cost": state.cost}  # fmt: skip
         if self.privacy is not None:
-            row["noise_std"] = float(self._private.noise_std(n)) if replied else ""
-            row["epsilon"] = self._private.epsilon()
-        self.records.append(row)
+            row["noise_std"] = float(state.private.noise_std(n)) if replied else ""
+            row["epsilon"] = state.private.epsilon()
+        state.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
-            if len(self.records) == 1:
-                write_table(self.csv_path, self.records, self.columns)
+            if len(state.records) == 1:
+                write_table(self.csv_path, state.records, self.columns)
             else:
                 append_row(self.csv_path, row, self.columns)
         metrics = {"arm": n, "clients-replied": replied, "clients-failed": len(failed),
-                   "budget-used": used, "cost": self._cost, "step": step,
+                   "budget-used": used, "cost": state.cost, "step": step,
                    "step-scale": scale}  # fmt: skip
-        self._metrics[server_round] = metrics
+        state.metrics[server_round] = metrics
+        state.server_round = server_round
         if self.checkpoint is not None:
-            save_round(self, server_round, new_arrays)
+            self._save(new_arrays)
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
-        return new_arrays, MetricRecord(metrics)
+        return new_arrays, MetricRecord({**(inner_metrics or {}), **metrics})
 
-    # -- sums only (secure aggregation) --------------------------------------------------------
-    def _sum_replies(self, good: list[Message],
-                     server_round: int) -> tuple[list[float], SpreadSums | None]:  # fmt: skip
-        """Add up the replies of clients wrapped with ``with_spread_sums`` — arrays ω·u, metrics
-        ω, ω², ω‖u‖², 1/ω — and return the costs and the sums; nothing else of a reply is read."""
-        if not good:
-            return [], None
-        total: list[np.ndarray] | None = None
-        scalars = np.zeros(5)  # n, W, W2, Σω‖u‖², Σ1/ω
-        costs = []
-        for m in good:
-            arrays, weight, cost = self._reply(m, server_round)
-            metrics = next(iter(m.content.metric_records.values()))
-            missing = [k for k in SUMS_METRICS if k not in metrics]
-            if missing:
-                raise ClientUpdateError(
-                    f"The reply of node {m.metadata.src_node_id} at server round {server_round} "
-                    f"has no {missing[0]!r}: with secure_sums=True the clients' train function "
-                    "must be wrapped with eegrad.flower.with_spread_sums."
-                )
-            views = [array_view(a) for a in arrays]
-            total = [v.astype(v.dtype, copy=True) for v in views] if total is None else \
-                [np.add(t, v, out=t) for t, v in zip(total, views, strict=True)]  # fmt: skip
-            scalars += [1.0, weight, *(float(metrics[k]) for k in SUMS_METRICS)]
-            costs.append(cost)
-        sums = SpreadSums(n=int(scalars[0]), total_weight=float(scalars[1]),
-                          total_weight2=float(scalars[2]), weighted_sum=total,
-                          weighted_squares=float(scalars[3]),
-                          inverse_weight_sum=float(scalars[4]))  # fmt: skip
-        if not (math.isfinite(sums.weighted_spread()) and all(np.all(np.isfinite(t))
-                                                                 for t in total)):  # fmt: skip
-            raise NonFiniteGradientError(
-                f"The sum of the replies at server round {server_round} contains NaN or Inf "
-                "(with secure sums the node cannot be named)."
-            )
-        return costs, sums
+    def _save(self, new_arrays: ArrayRecord | None) -> None:
+        """Checkpoint the run after the round: configuration, state and the round's model (its
+        step's, or the round's own where it made none)."""
+        rnd = self._round
+        model = ({k: array_view(new_arrays[k]) for k in new_arrays} if new_arrays is not None
+                 else dict(zip(rnd["keys"], rnd["model"], strict=True)))  # fmt: skip
+        if self.strategy is not None:
+            self.state.inner = inner_state(self.strategy)
+        save_run(self.checkpoint, self.fingerprint, self.state, model)
 
-    # -- privacy ---------------------------------------------------------------------------------
-    def _fold_private(self, pull: PullAccumulator, good: list[Message],
-                      server_round: int) -> tuple[list[float], float]:  # fmt: skip
-        """Fold each reply clipped to the update clip rC, with equal weights; returns the costs
-        and the sum of the spread coordinates a‖û_i‖²/C (:mod:`eegrad.flower.privacy`)."""
-        costs, spread = [], 0.0
-        for m in good:
-            arrays, _, cost = self._reply(m, server_round)
-            views = [array_view(a) for a in arrays]
-            norm2 = update_norm2(views, self._round["model"])
-            if not math.isfinite(norm2):
-                raise NonFiniteGradientError(
-                    f"The update of node {m.metadata.src_node_id} at server round "
-                    f"{server_round} contains NaN or Inf."
-                )
-            scale, coordinate = self._private.clip(norm2)
-            pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
-            spread += coordinate
-            costs.append(cost)
-        return costs, spread
-
-    def _release(self, pull: PullAccumulator, spread_sum: float, n: int) -> None:
-        """The round's Gaussian release (:meth:`PrivateRounds.release`, on the pull's own
-        arrays); the rule is told the released mean and the pair sum from the release alone."""
-        released = pull.mean()
-        released = released if isinstance(released, list) else [released]
-        pair_sum = self._private.release(released, pull.count, pull.size, spread_sum, n)
-        self.estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(pull.count), noisy=True)
+    def _resume(self, initial_arrays: ArrayRecord) -> ArrayRecord:
+        """Load the checkpoint into a fresh state; returns the model to continue from."""
+        saved = read_run(self.checkpoint)
+        check_fingerprint(saved, self.fingerprint,
+                          {k: array_view(initial_arrays[k]) for k in initial_arrays})  # fmt: skip
+        self._setup(saved.field("num_nodes"), saved.field("dim"))
+        restore_run(self.state, saved)
+        if self.strategy is not None and self.state.inner is not None:
+            load_inner_state(self.strategy, self.state.inner)
+        if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
+            write_table(self.csv_path, self.state.records, self.columns)
+        return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in saved.model.items()})
 
     def _step_scale(self, n: int) -> float:
         """ρ of ``damp_exploration`` for a round of arm n: the rule's
@@ -594,14 +617,17 @@ class EEGradStrategy(Strategy):
         rho = self.selector.step_scale(np.array([n - 1]))
         return 1.0 if rho is None else float(rho[0])
 
-    def _step(self, G: Any, scale: float = 1.0) -> ArrayRecord:
-        """w ← w − η ρ G, array by array in the model's dtypes (G: the pull's mean in the
-        model's arrays with T = 1, the estimator's flat float64 mean of T rounds otherwise;
-        ρ the round's ``scale``)."""
+    def _as_arrays(self, G: Any) -> list[Any]:
+        """The estimate G in the model's arrays (the pull's mean already is with T = 1; the
+        estimator's flat float64 mean of T rounds is split)."""
+        if isinstance(G, list):
+            return G
+        sizes = np.cumsum([a.size for a in self._round["model"]])[:-1]
+        return np.split(np.asarray(G), sizes)
+
+    def _step(self, G: list[Any], scale: float = 1.0) -> ArrayRecord:
+        """w ← w − η ρ G, array by array in the model's dtypes (ρ the round's ``scale``)."""
         rnd = self._round
-        if not isinstance(G, list):
-            sizes = np.cumsum([a.size for a in rnd["model"]])[:-1]
-            G = np.split(np.asarray(G), sizes)
         out = {}
         for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
             new = w - (self.server_lr * scale) * g.reshape(w.shape)
@@ -615,17 +641,16 @@ class EEGradStrategy(Strategy):
         """Run ``num_rounds`` rounds (Flower's ``Strategy.start``); with a ``checkpoint`` that
         exists, continue the saved run from the round after the saved one, with the saved
         model, to round ``num_rounds``. The result's metrics are indexed by server round.
-        Every call begins a fresh run (records, cost and streams as constructed) unless it
-        resumes."""
+        Every call begins a fresh run (records, cost, streams and the inner strategy's state as
+        constructed) unless it resumes."""
         self._fresh_run()
-        self._offset = 0
         arrays = initial_arrays
         if self.checkpoint is not None and self.checkpoint.exists():
-            arrays = resume(self, initial_arrays)
+            arrays = self._resume(initial_arrays)
             log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
-                "at round %d of %d", self.checkpoint, self._offset, self._offset + 1,
-                num_rounds)  # fmt: skip
-        offset = self._offset
+                "at round %d of %d", self.checkpoint, self.state.server_round,
+                self.state.server_round + 1, num_rounds)  # fmt: skip
+        offset = self._offset = self.state.server_round
         self._latest = arrays
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": {}}  # fmt: skip
@@ -656,7 +681,7 @@ class EEGradStrategy(Strategy):
                      "evaluate_metrics_serverapp"):  # fmt: skip
             table = getattr(result, name)
             setattr(result, name, {rnd + offset: m for rnd, m in table.items()})
-        for rnd, m in self._metrics.items():  # the rounds before the resume, from the checkpoint
+        for rnd, m in self.state.metrics.items():  # the rounds before the resume, saved
             result.train_metrics_clientapp.setdefault(rnd, MetricRecord(m))
         result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
         self._offset = 0
@@ -667,14 +692,16 @@ class EEGradStrategy(Strategy):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Sample ``fraction_evaluate`` of the nodes for federated evaluation (Strategy API; none
-        by default).
+        by default); with an inner strategy, its evaluation.
         """
         server_round += self._offset
+        if self.strategy is not None:
+            return self.strategy.configure_evaluate(server_round, arrays, config, grid)
         if self.fraction_evaluate == 0.0:
             return []
         nodes = sorted(int(i) for i in grid.get_node_ids())
         k = max(1, round(self.fraction_evaluate * len(nodes)))
-        pick = self._evaluate_rng.choice(len(nodes), size=k, replace=False)
+        pick = self.state.streams.evaluate.choice(len(nodes), size=k, replace=False)
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
@@ -684,9 +711,14 @@ class EEGradStrategy(Strategy):
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
-        """The weighted mean of the evaluation replies' metrics (Strategy API)."""
-        good = [m.content for m in replies if not m.has_error()]
-        out = aggregate_metricrecords(good, self.weighted_by_key) if good else None
+        """The weighted mean of the evaluation replies' metrics (Strategy API); with an inner
+        strategy, its aggregate."""
+        server_round += self._offset
+        if self.strategy is not None:
+            out = self.strategy.aggregate_evaluate(server_round, replies)
+        else:
+            good = [m.content for m in replies if not m.has_error()]
+            out = aggregate_metricrecords(good, self.weighted_by_key) if good else None
         if out is not None:
-            self._evaluated[server_round + self._offset] = out
+            self._evaluated[server_round] = out
         return out

@@ -1,0 +1,265 @@
+r"""One round's replies, folded one at a time: the seam between the server's three reply paths.
+
+:class:`~eegrad.flower.EEGradStrategy` reads a round's replies through a :class:`RoundFold`,
+whatever the privacy mode: each reply is checked (:func:`read_reply`), folded into running
+sums and dropped, so the server holds O(d) whatever n is; :meth:`RoundFold.finish` then tells
+the rule the round, whose estimate is the round's mean update :math:`\bar u`, from which the server steps
+(:math:`w \leftarrow w - \eta\rho\bar u`) or a linear inner strategy is given one reply
+(:func:`eegrad.flower.inner.mean_reply`). Three implementations:
+
+* :class:`PlainFold` — the updates :math:`u_i = w - w_i` themselves, folded into a
+  :class:`~eegrad.parts.PullAccumulator` (FedAvg's weights: the samples used); the rule is told
+  the pull (:meth:`eegrad.GradientEstimator.tell_pull`);
+* :class:`SumsFold` — sums only, as secure aggregation reveals them (clients wrapped with
+  :func:`~eegrad.flower.with_spread_sums` send :math:`\omega u`, ω, ω², :math:`\omega\|u\|^2`,
+  1/ω); the rule is told :class:`~eegrad.spread.SpreadSums`;
+* :class:`PrivateFold` — each update clipped, equal weights, the mean released with Gaussian noise
+  (:class:`~eegrad.flower.privacy.PrivateRounds`); the rule is told the release alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, Message
+
+from .._validation import InvalidParameterError, NonFiniteGradientError
+from ..loop import GradientEstimator
+from ..parts import PullAccumulator, update_norm2
+from ..spread import SpreadSums
+from .client import SUMS_METRICS
+from .model_arrays import array_view
+from .privacy import PrivateRounds
+
+__all__ = ["ClientUpdateError", "PlainFold", "PrivateFold", "RoundFold", "SumsFold",
+           "read_reply"]  # fmt: skip
+
+
+class ClientUpdateError(InvalidParameterError):
+    """A client's update cannot be used (wrong arrays or shapes); the message names the node
+    and the round."""
+
+
+def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.ndarray], *,
+               arrayrecord_key: str,
+               weighted_by_key: str) -> tuple[list[Array], float, float, Any]:  # fmt: skip
+    """(arrays, weight, cost, metric record) of one reply, its arrays checked against the
+    model's names, shapes and dtypes from their metadata (nothing deserialised); raises
+    :class:`ClientUpdateError` naming the node and the round."""
+    node = msg.metadata.src_node_id
+    where = f"node {node} at server round {server_round}"
+    content = msg.content
+    rec = content.get(arrayrecord_key)
+    if not isinstance(rec, ArrayRecord):
+        raise ClientUpdateError(f"The reply of {where} has no ArrayRecord under {arrayrecord_key!r}.")
+    if list(rec.keys()) != keys:
+        raise ClientUpdateError(
+            f"The update of {where} has arrays {list(rec.keys())}, expected {keys}."
+        )
+    arrays = []
+    for k, ref in zip(keys, model, strict=True):
+        a = rec[k]
+        if tuple(a.shape) != ref.shape:
+            raise ClientUpdateError(f"The update of {where} has array {k!r} of shape "
+                                    f"{tuple(a.shape)}, expected {ref.shape}.")  # fmt: skip
+        if np.dtype(a.dtype) != ref.dtype:
+            raise ClientUpdateError(f"The update of {where} has array {k!r} of dtype "
+                                    f"{a.dtype}, expected {ref.dtype} (the model's).")  # fmt: skip
+        arrays.append(a)
+    metrics = next(iter(content.metric_records.values()), None)
+    if metrics is None or weighted_by_key not in metrics:
+        raise ClientUpdateError(
+            f"The reply of {where} has no {weighted_by_key!r} metric (the samples used)."
+        )
+    weight = float(metrics[weighted_by_key])
+    if not np.isfinite(weight) or weight <= 0:
+        raise ClientUpdateError(
+            f"The reply of {where} reports {weighted_by_key} = {weight!r}; it must be > 0."
+        )
+    return arrays, weight, float(metrics.get("cost", np.nan)), metrics
+
+
+class RoundFold:
+    """One round's replies folded as they come (the module's notes).
+
+    Parameters
+    ----------
+    server_round : int
+        The round (for the errors' messages).
+    keys, model : list
+        The model's array names and arrays (the round's w, in their dtypes).
+    arrayrecord_key, weighted_by_key : str
+        Where a reply holds its arrays and its weight.
+    """
+
+    def __init__(self, server_round: int, keys: list[str], model: list[np.ndarray], *,
+                 arrayrecord_key: str, weighted_by_key: str) -> None:  # fmt: skip
+        self.server_round = server_round
+        self.keys, self.model = keys, model
+        self._keys = {"arrayrecord_key": arrayrecord_key, "weighted_by_key": weighted_by_key}
+        self.weighted_by_key = weighted_by_key
+        #: Each folded reply's reported cost (NaN where it reported none).
+        self.costs: list[float] = []
+        self._metric_sums: dict[str, Any] = {}
+
+    @property
+    def replied(self) -> int:
+        """The replies folded."""
+        return len(self.costs)
+
+    def _read(self, msg: Message) -> tuple[list[Array], float, float, Any]:
+        out = read_reply(msg, self.server_round, self.keys, self.model, **self._keys)
+        self.costs.append(out[2])
+        return out
+
+    def _nonfinite(self, msg: Message) -> NonFiniteGradientError:
+        return NonFiniteGradientError(
+            f"The update of node {msg.metadata.src_node_id} at server round "
+            f"{self.server_round} contains NaN or Inf."
+        )
+
+    def add(self, msg: Message) -> None:
+        """Fold one reply (read, folded and dropped)."""
+        raise NotImplementedError
+
+    def finish(self, estimator: GradientEstimator) -> None:
+        """Tell ``estimator`` the round (at least one reply folded); its
+        :meth:`~eegrad.GradientEstimator.result` is then the round's mean update."""
+        raise NotImplementedError
+
+    @property
+    def total_weight(self) -> float:
+        """The round's total weight (the mean's denominator)."""
+        raise NotImplementedError
+
+    def client_metrics(self) -> dict[str, Any]:
+        """The replies' other metrics, weighted means by their weights as Flower's
+        ``aggregate_metricrecords`` makes them (none where the path reveals only a mean)."""
+        W = self.total_weight
+        return {k: [x / W for x in v] if isinstance(v, list) else v / W
+                for k, v in self._metric_sums.items()}  # fmt: skip
+
+    def _add_metrics(self, metrics: Any, weight: float) -> None:
+        for k, v in metrics.items():
+            if k == self.weighted_by_key:
+                continue
+            if isinstance(v, list):
+                old = self._metric_sums.get(k)
+                self._metric_sums[k] = [weight * x for x in v] if old is None else \
+                    [o + weight * x for o, x in zip(old, v, strict=True)]  # fmt: skip
+            else:
+                self._metric_sums[k] = self._metric_sums.get(k, 0.0) + weight * v
+
+
+class PlainFold(RoundFold):
+    """The updates themselves, folded into a :class:`~eegrad.parts.PullAccumulator` (one pass
+    over each reply in the model's dtype, float64 scalars; no n × d stack). ``spread``: whether
+    the rule learns from the parts' spread."""
+
+    def __init__(self, *args: Any, spread: bool = True, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.pull = PullAccumulator(reference=self.model, spread=spread)
+
+    @property
+    def total_weight(self) -> float:
+        return self.pull.total_weight
+
+    def add(self, msg: Message) -> None:
+        arrays, weight, _, metrics = self._read(msg)
+        try:
+            self.pull.add((array_view(a) for a in arrays), weight)
+        except NonFiniteGradientError:
+            raise self._nonfinite(msg) from None
+        self._add_metrics(metrics, weight)
+
+    def finish(self, estimator: GradientEstimator) -> None:
+        estimator.tell_pull(self.pull)
+
+
+class SumsFold(RoundFold):
+    """Sums only, as secure aggregation reveals them: the replies of clients wrapped with
+    :func:`~eegrad.flower.with_spread_sums` (arrays ω·u, metrics ω, ω², ω‖u‖², 1/ω) are added
+    up and nothing else of a reply is read. A non-finite reply is seen only in the sum, so its
+    error names the round, not the node."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._total: list[np.ndarray] | None = None
+        self._scalars = np.zeros(5)  # n, W, W2, Σω‖u‖², Σ1/ω
+
+    @property
+    def total_weight(self) -> float:
+        return float(self._scalars[1])
+
+    def add(self, msg: Message) -> None:
+        arrays, weight, _, metrics = self._read(msg)
+        missing = [k for k in SUMS_METRICS if k not in metrics]
+        if missing:
+            raise ClientUpdateError(
+                f"The reply of node {msg.metadata.src_node_id} at server round "
+                f"{self.server_round} has no {missing[0]!r}: with secure_sums=True the clients' "
+                "train function must be wrapped with eegrad.flower.with_spread_sums."
+            )
+        views = [array_view(a) for a in arrays]
+        self._total = [v.astype(v.dtype, copy=True) for v in views] if self._total is None \
+            else [np.add(t, v, out=t) for t, v in zip(self._total, views, strict=True)]  # fmt: skip
+        self._scalars += [1.0, weight, *(float(metrics[k]) for k in SUMS_METRICS)]
+
+    def sums(self) -> SpreadSums:
+        """The round's :class:`~eegrad.spread.SpreadSums`; raises naming the round if they hold
+        NaN or Inf."""
+        s = self._scalars
+        sums = SpreadSums(n=int(s[0]), total_weight=float(s[1]), total_weight2=float(s[2]),
+                          weighted_sum=self._total, weighted_squares=float(s[3]),
+                          inverse_weight_sum=float(s[4]))  # fmt: skip
+        if not (math.isfinite(sums.weighted_spread())
+                and all(np.all(np.isfinite(t)) for t in self._total)):  # fmt: skip
+            raise NonFiniteGradientError(
+                f"The sum of the replies at server round {self.server_round} contains NaN or "
+                "Inf (with secure sums the node cannot be named)."
+            )
+        return sums
+
+    def finish(self, estimator: GradientEstimator) -> None:
+        estimator.tell_sums(self.sums())
+
+    def client_metrics(self) -> dict[str, Any]:
+        return {}  # the sums protocol's scalars are its own; nothing else is read
+
+
+class PrivateFold(RoundFold):
+    """Central DP (:mod:`eegrad.flower.privacy`): each update clipped to rC as it is folded,
+    equal weights; :meth:`finish` releases the mean of the n asked with Gaussian noise and tells
+    the rule the release alone. No client metric passes (it would be an unnoised release)."""
+
+    def __init__(self, *args: Any, private: PrivateRounds, n: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.pull = PullAccumulator(reference=self.model, spread=True)
+        self.private, self.n = private, n
+        self._spread = 0.0  # Σ a‖û_i‖²/C
+
+    @property
+    def total_weight(self) -> float:
+        return float(self.pull.count)
+
+    def add(self, msg: Message) -> None:
+        arrays, _, _, _ = self._read(msg)
+        views = [array_view(a) for a in arrays]
+        norm2 = update_norm2(views, self.model)
+        if not math.isfinite(norm2):
+            raise self._nonfinite(msg)
+        scale, coordinate = self.private.clip(norm2)
+        self.pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
+        self._spread += coordinate
+
+    def finish(self, estimator: GradientEstimator) -> None:
+        pull = self.pull
+        released = pull.mean()
+        released = released if isinstance(released, list) else [released]
+        pair_sum = self.private.release(released, pull.count, pull.size, self._spread, self.n)
+        estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(pull.count), noisy=True)
+
+    def client_metrics(self) -> dict[str, Any]:
+        return {}

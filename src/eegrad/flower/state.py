@@ -1,0 +1,104 @@
+"""The run state of :class:`~eegrad.flower.EEGradStrategy`, declared in one object.
+
+The strategy's constructor arguments are its configuration, never changed by a run; everything
+a run changes is a :class:`RunState` (as Optax keeps an optimizer's state apart from its
+hyperparameters). :meth:`RunState.state_dict` gives it as plain values — numbers, lists, dicts,
+arrays, random generators, eegrad's own estimator — which :mod:`eegrad.flower.checkpointing`
+writes; :meth:`RunState.load_state_dict` sets them back. A fresh :class:`RunState` is a fresh
+run: :meth:`~eegrad.flower.EEGradStrategy.start` makes one unless it resumes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..loop import GradientEstimator
+from .privacy import PrivateRounds
+
+__all__ = ["STATE_FIELDS", "RunState", "Streams"]
+
+
+@dataclass
+class Streams:
+    """The run's independent random streams (children of the strategy's ``rng``)."""
+
+    #: The rule's draws (through the estimator).
+    selector: np.random.Generator
+    #: Which nodes a round asks.
+    sampling: np.random.Generator
+    #: A private release's noise.
+    noise: np.random.Generator
+    #: Which nodes evaluate (its own: turning evaluation on changes no training).
+    evaluate: np.random.Generator
+
+    def copy(self) -> Streams:
+        """Independent copies at the same positions."""
+        return copy.deepcopy(self)
+
+
+@dataclass
+class RunState:
+    """Everything a run of :class:`~eegrad.flower.EEGradStrategy` changes.
+
+    The rule at work is the estimator's (:attr:`estimator`), built when the first round knows
+    the nodes (K) and the model's size (d); so is the private release (:attr:`private`).
+    """
+
+    streams: Streams
+    #: One dict per server round (:data:`~eegrad.flower.strategy.RECORD_COLUMNS`).
+    records: list[dict[str, Any]] = field(default_factory=list)
+    #: Each round's train metrics, by server round.
+    metrics: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: The last server round done (the next one is ``server_round + 1``).
+    server_round: int = 0
+    #: Steps taken (every round with replies, or every T rounds).
+    steps_taken: int = 0
+    #: Budget spent: B a round.
+    cost: float = 0.0
+    #: K, the nodes connected at the first round; d, the model's size.
+    num_nodes: int | None = None
+    dim: int | None = None
+    #: The rule's driver (it holds the rule and its evidence).
+    estimator: GradientEstimator | None = None
+    #: Central DP's side of the run (its accountant's state is saved).
+    private: PrivateRounds | None = None
+    #: The inner strategy's run state (:func:`eegrad.flower.inner.inner_state`), or None.
+    inner: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state as plain values (the estimator and the generators as objects that
+        :func:`eegrad.checkpoint.capture_state` writes)."""
+        return {"server_round": self.server_round, "steps_taken": self.steps_taken,
+                "cost": self.cost, "num_nodes": self.num_nodes, "dim": self.dim,
+                "records": self.records, "metrics": self.metrics,
+                "accountant": None if self.private is None else
+                self.private.accountant.state_dict(),
+                "sampling_rng": self.streams.sampling, "noise_rng": self.streams.noise,
+                "evaluate_rng": self.streams.evaluate, "estimator": self.estimator,
+                "inner": self.inner}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the state from :meth:`state_dict`'s values; the estimator (and the private
+        release, with ``privacy``) must already be built for the saved K and d, and is
+        replaced by the saved one."""
+        self.server_round, self.steps_taken = int(state["server_round"]), int(state["steps_taken"])
+        self.cost = float(state["cost"])
+        self.records = list(state["records"])
+        self.metrics = {int(k): v for k, v in state["metrics"].items()}
+        self.streams.sampling, self.streams.noise = state["sampling_rng"], state["noise_rng"]
+        self.streams.evaluate = state["evaluate_rng"]
+        self.estimator = state["estimator"]
+        if self.private is not None:
+            self.private.rng = self.streams.noise
+            if state["accountant"] is not None:
+                self.private.accountant.load_state_dict(state["accountant"])
+        self.inner = state["inner"]
+
+
+#: The fields :meth:`RunState.state_dict` gives.
+STATE_FIELDS = ("server_round", "steps_taken", "cost", "num_nodes", "dim", "records", "metrics",
+                "accountant", "sampling_rng", "noise_rng", "evaluate_rng", "estimator", "inner")  # fmt: skip
