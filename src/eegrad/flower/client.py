@@ -119,6 +119,21 @@ def received_share(config: ConfigRecord) -> float:
     return float(config[SHARE_KEY])
 
 
+#: The key of FedProx's proximal weight in the train config (Flower's ``FedProx`` sets it).
+PROXIMAL_KEY = "proximal-mu"
+
+
+def proximal_mu(config: ConfigRecord, where: str) -> float:
+    r"""μ of FedProx's proximal term :math:`(\mu/2)\|w - w_t\|^2` from the train config (0
+    without it); raises naming ``where`` for a negative or non-finite μ."""
+    mu = float(config.get(PROXIMAL_KEY, 0.0))
+    if not (math.isfinite(mu) and mu >= 0):
+        raise InvalidParameterError(
+            f"The train config of {where} has {PROXIMAL_KEY} = {mu!r}; it must be finite and >= 0."
+        )
+    return mu
+
+
 Gradient = Callable[[list[np.ndarray], int, Context, ConfigRecord], list[np.ndarray]]
 
 
@@ -143,7 +158,9 @@ def budgeted_train(
         loss at the model ``arrays`` (a list of NumPy arrays, in the ArrayRecord's order) on a
         fresh mini-batch of ``batch_size`` samples of the client's data (drawn as the user
         likes); ``config`` is the ConfigRecord the server sent (``server-round``,
-        ``budget-share`` and the run's ``train_config``).
+        ``budget-share`` and the run's ``train_config``). With FedProx as the server's inner
+        strategy (``EEGradStrategy(strategy=FedProx(...))``), the config's ``proximal-mu`` μ adds
+        :math:`\mu(w - w_t)` to every local step's gradient, :math:`w_t` the model received.
     device : DeviceCost, WallClock, or callable
         The budget model, or ``(context, config) -> model`` for heterogeneous devices (e.g.
         from ``context.node_config["partition-id"]``).
@@ -208,6 +225,16 @@ def budgeted_train(
         config = msg.content[configrecord_key]
         share = received_share(config)
         model = device if isinstance(device, DeviceCost | WallClock) else device(context, config)
+        mu = proximal_mu(config, f"node {context.node_id} at server round "
+                         f"{config.get('server-round', '?')}")  # fmt: skip
+
+        def grad(arrays: list[np.ndarray], b: int) -> list[np.ndarray]:
+            g = gradient(arrays, b, context, config)
+            if not mu:
+                return g
+            return [gi + mu * (a - w0) for gi, a, w0 in zip(g, arrays, anchor, strict=True)]
+
+        anchor = [a.copy() for a in arrays]
         start = time.perf_counter()
         if isinstance(model, DeviceCost):
             total = model.samples(share)
@@ -222,14 +249,14 @@ def budgeted_train(
             else:  # mini-batches: a larger share buys more local steps
                 sizes = [batch_size] * (total // batch_size) + [total % batch_size]
             for b in (s for s in sizes if s > 0):
-                g = gradient(arrays, b, context, config)
+                g = grad(arrays, b)
                 arrays = [a - lr * gi for a, gi in zip(arrays, g, strict=True)]
             cost = model.cost(total)
         else:
             seconds = share * model.seconds_per_unit
             total, acc = 0, None
             while True:  # at least one chunk, then until the time share is spent
-                g = gradient(arrays, model.chunk, context, config)
+                g = grad(arrays, model.chunk)
                 acc = [gi * model.chunk for gi in g] if acc is None else [
                     a + gi * model.chunk for a, gi in zip(acc, g, strict=True)]  # fmt: skip
                 total += model.chunk

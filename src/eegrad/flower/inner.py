@@ -194,7 +194,10 @@ def configure_inner(strategy: Any, server_round: int, arrays: ArrayRecord, confi
             f"({sorted(nodes)}): its configure_train must send one message to each node the "
             "grid lists."
         )
-    return messages
+    # In eegrad's order, not the inner strategy's draw: the replies are then folded in the same
+    # order in every run of the same seed (a resumed run's included).
+    order = {node: i for i, node in enumerate(nodes)}
+    return sorted(messages, key=lambda m: order[int(m.metadata.dst_node_id)])
 
 
 def mean_reply(model: list[np.ndarray], keys: list[str], mean: list[np.ndarray], scale: float,

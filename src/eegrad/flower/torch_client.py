@@ -38,7 +38,7 @@ from .._validation import (
     check_integer,
     check_real,
 )
-from .client import DeviceCost, WallClock, check_metric_key, received_share
+from .client import DeviceCost, WallClock, check_metric_key, proximal_mu, received_share
 
 __all__ = ["budgeted_torch_train"]
 
@@ -61,7 +61,7 @@ def budgeted_torch_train(
     arrayrecord_key: str = "arrays",
     configrecord_key: str = "config",
 ) -> Callable[[Message, Context], Message]:
-    """A Flower train function for a PyTorch model: E local epochs under the budget share.
+    r"""A Flower train function for a PyTorch model: E local epochs under the budget share.
 
     Parameters
     ----------
@@ -70,6 +70,9 @@ def budgeted_torch_train(
         server's ``state_dict`` each round).
     loss : callable
         ``loss(outputs, targets) -> scalar tensor``, e.g. ``torch.nn.functional.cross_entropy``.
+        With FedProx as the server's inner strategy (``EEGradStrategy(strategy=FedProx(...))``),
+        the config's ``proximal-mu`` μ adds :math:`(\mu/2)\|w - w_t\|^2` to it, :math:`w_t` the
+        model received.
     data : callable
         ``data(context, config) -> (inputs, targets)``: the client's partition as tensors
         (e.g. by ``context.node_config["partition-id"]``).
@@ -133,10 +136,16 @@ def budgeted_torch_train(
         state = np.random.SeedSequence([seed, pid, server_round,
                                         int(config.get("method-id", 0))]).generate_state(1)  # fmt: skip
         gen = torch.Generator().manual_seed(int(state[0]))
+        mu = proximal_mu(config, where)
+        anchor = [p.detach().clone() for p in net.parameters()] if mu else []
 
         def step(idx: Any, epoch: int) -> None:
             opt.zero_grad()
             value = loss(net(X[idx].to(torch_device)), y[idx].to(torch_device))
+            if mu:  # FedProx: (μ/2)‖w − w_t‖² keeps the client near the round's model
+                value = value + 0.5 * mu * sum(torch.sum((p - a) ** 2)
+                                               for p, a in zip(net.parameters(), anchor,
+                                                               strict=True))  # fmt: skip
             if not bool(torch.isfinite(value)):
                 raise NonFiniteGradientError(
                     f"The local training of {where} produced a loss of {float(value)} (epoch "
