@@ -301,3 +301,44 @@ def test_the_keys_are_the_inner_strategys():
     s = _eegrad(fs.FedAvg(weighted_by_key="samples", arrayrecord_key="model"))
     assert (s.weighted_by_key, s.arrayrecord_key, s.configrecord_key) == \
         ("samples", "model", "config")  # fmt: skip
+
+
+def _alive_replies_app():
+    """An app whose every reply is tracked: each call records how many earlier replies are
+    still alive (after a garbage collection) when it runs."""
+    import gc
+    import weakref
+
+    alive, seen = [], []
+    app = ClientApp()
+    train = budgeted_train(_gradient, _device, lr=LR)
+
+    @app.train()
+    def tracked(msg, context):
+        gc.collect()
+        seen.append(sum(ref() is not None for ref in alive))
+        reply = train(msg, context)
+        alive.append(weakref.ref(reply.content["arrays"]))
+        return reply
+
+    return app, seen
+
+
+@pytest.mark.parametrize("inner", [None, "FedAdam", "FedAvg"])
+def test_the_server_holds_one_reply_at_a_time(inner):
+    """Replies pulled one at a time (LocalGrid(deliver="on-pull"), as a SuperLink holds them)
+    are folded and dropped: when a client runs, no earlier reply of the round is alive; Flower's
+    FedAvg alone holds every earlier one (n − 1 at the last client)."""
+    n = K
+    app, seen = _alive_replies_app()
+    if inner == "FedAvg":
+        fs.FedAvg(fraction_evaluate=0.0).start(
+            grid=LocalGrid(app, K, seed=2, deliver="on-pull"), initial_arrays=_model(),
+            num_rounds=1, train_config=ConfigRecord({"budget-share": _share(K)}))  # fmt: skip
+        assert max(seen) == n - 1
+        return
+    strategy = None if inner is None else SUPPORTED[inner]()
+    _eegrad(strategy).start(grid=LocalGrid(app, K, seed=2, deliver="on-pull"),
+                            initial_arrays=_model(), num_rounds=3)  # fmt: skip
+    assert len(seen) == 3 * n
+    assert max(seen) == 0

@@ -21,6 +21,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 
 from .._validation import check_integer
+from .._validation import fail as fail_param
 
 __all__ = ["LocalGrid"]
 
@@ -45,7 +46,16 @@ class LocalGrid(Grid):
     fail : callable, optional
         ``fail(partition_id, message) -> bool``: drop that node's reply (as a timed-out node),
         for testing failure handling.
+    deliver : {"on-push", "on-pull"}
+        When a node runs its ClientApp: when the message is pushed (default; the replies wait
+        in the grid until pulled, as a SuperLink holds them), or when its reply is pulled, so
+        that a server that pulls one reply at a time (:func:`eegrad.flower.pulling.pull_replies`)
+        has one reply in memory at a time, as it would in a deployment whose replies wait on
+        the SuperLink.
     """
+
+    #: Every reply that will come exists once it is asked for: one pull pass suffices.
+    synchronous = True
 
     def __init__(
         self,
@@ -55,8 +65,13 @@ class LocalGrid(Grid):
         seed: int = 0,
         run_config: dict[str, Any] | None = None,
         fail: Callable[[int, Message], bool] | None = None,
+        deliver: str = "on-push",
     ):
         num_nodes = check_integer(num_nodes, "num_nodes", "LocalGrid", ge=1)
+        if deliver not in ("on-push", "on-pull"):
+            raise fail_param("deliver", "LocalGrid", "'on-push' or 'on-pull'", deliver)
+        self.deliver = deliver
+        self._pushed: dict[str, Message] = {}
         ids = np.random.default_rng(seed).integers(2**63, 2**64 - 1, size=num_nodes,
                                                    dtype=np.uint64, endpoint=True)  # fmt: skip
         self.node_ids = [int(i) for i in ids]  # Python ints: no int64 round trip
@@ -98,33 +113,47 @@ class LocalGrid(Grid):
         return list(self.node_ids)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        """Deliver each message to its node's ClientApp now, in order; returns their ids (Grid
-        API). A node that raises gives an error reply, as in Flower; one that ``fail`` drops
-        gives none.
+        """Deliver each message to its node's ClientApp now, in order (``deliver="on-pull"``:
+        when its reply is pulled); returns their ids (Grid API). A node that raises gives an
+        error reply, as in Flower; one that ``fail`` drops gives none.
         """
         ids = []
         for msg in messages:
             self._count += 1
             mid = f"local-{self._count}"
             msg.metadata.__dict__["_message_id"] = mid
-            node = msg.metadata.dst_node_id
             ids.append(mid)
-            if node not in self.contexts:
-                continue  # no such node: no reply, as a node that never answers
-            if self.fail is not None and self.fail(self._partition[node], msg):
-                continue
-            try:
-                reply = self.client_app(msg, self.contexts[node])
-            except Exception as exc:  # noqa: BLE001 - a failing client is an error reply, as in Flower
-                reply = Message(Error(code=CLIENT_APP_RAISED_EXCEPTION,
-                                      reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)  # fmt: skip
-            reply.metadata.__dict__["_src_node_id"] = node
-            self._replies[mid] = reply
+            if self.deliver == "on-pull":
+                self._pushed[mid] = msg
+            else:
+                self._answer(mid, msg)
         return ids
 
+    def _answer(self, mid: str, msg: Message) -> None:
+        """Run the node's ClientApp on ``msg`` and keep its reply under ``mid``."""
+        node = msg.metadata.dst_node_id
+        if node not in self.contexts:
+            return  # no such node: no reply, as a node that never answers
+        if self.fail is not None and self.fail(self._partition[node], msg):
+            return
+        try:
+            reply = self.client_app(msg, self.contexts[node])
+        except Exception as exc:  # noqa: BLE001 - a failing client is an error reply, as in Flower
+            reply = Message(Error(code=CLIENT_APP_RAISED_EXCEPTION,
+                                  reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)  # fmt: skip
+        reply.metadata.__dict__["_src_node_id"] = node
+        self._replies[mid] = reply
+
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        """The replies to the given message ids that have arrived (Grid API)."""
-        return [self._replies.pop(m) for m in message_ids if m in self._replies]
+        """The replies to the given message ids that have arrived (Grid API); with
+        ``deliver="on-pull"``, each node runs now."""
+        out = []
+        for m in message_ids:
+            if m in self._pushed:
+                self._answer(m, self._pushed.pop(m))
+            if m in self._replies:
+                out.append(self._replies.pop(m))
+        return out
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:  # fmt: skip

@@ -82,6 +82,7 @@ from .inner import (
 )
 from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
+from .pulling import PullingGrid
 from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsFold
 from .state import RunState, Streams
 
@@ -534,6 +535,7 @@ class EEGradStrategy(Strategy):
                 fold.add(m)
                 if self._kind == REPLIES:
                     kept.append(m)
+            del m  # before the next reply is pulled: one reply in memory at a time
         failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
         replied = fold.replied
         used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
@@ -668,8 +670,10 @@ class EEGradStrategy(Strategy):
                 return out
 
             try:
-                result = super().start(grid, arrays, num_rounds - offset, timeout, train_config,
-                                       evaluate_config, None if evaluate_fn is None else evaluate)  # fmt: skip
+                # The replies pulled one at a time and each folded as it comes: O(d) memory.
+                result = super().start(PullingGrid(grid), arrays, num_rounds - offset, timeout,
+                                       train_config, evaluate_config,
+                                       None if evaluate_fn is None else evaluate)  # fmt: skip
             except PrivacyBudgetExhausted as stop:
                 log(INFO, "EE-Grad: privacy budget reached. %s", stop)
                 result = Result()  # what the rounds run released, as Flower's start returns it
