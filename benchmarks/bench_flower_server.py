@@ -5,8 +5,9 @@ weights holding almost all of P and 31 small vectors), n client replies built as
 them (an ArrayRecord of serialised arrays and a ``num-examples`` metric), then one round's
 aggregation timed: FedAvg's ``aggregate_train`` against EEGradStrategy's ``configure_train`` and
 ``aggregate_train`` (the model's deserialisation, the one pass over the replies, the selector's
-ask and tell, the step and its serialisation), with ``FixedArm(n)`` and with the default rule
-(:class:`~eegrad.SpreadThompson`, whose first round asks all n). Each case runs in a process of
+ask and tell, the step and its serialisation), with ``FixedArm(n)``, with the default rule
+(:func:`eegrad.flower.strategy.default_rule`, whose first round asks all n), and with Flower's
+``FedAdam`` inside (``strategy=FedAdam()``, ``FixedArm(n)``) against ``FedAdam`` alone. Each case runs in a process of
 its own, so that its peak resident memory (``ru_maxrss``) is its own: it is reported whole (the
 replies included, as a server holds them) and above the process's peak before the round.
 
@@ -20,8 +21,15 @@ scale"): at most 1.25× FedAvg's time and peak memory at 11.2 M parameters and n
 1..100): the strategy's own time per round (``configure_train`` + ``aggregate_train``, the
 clients' time excluded), over 20 rounds.
 
+``--stream`` measures what a deployment holds: one whole round (``start``) on the in-process
+grid with ``deliver="on-pull"`` (a node runs when its reply is pulled, as replies wait on a
+SuperLink), each client replying the model minus a constant; the round's own peak of traced
+allocations (``tracemalloc``, above what the process held before the round) in model sizes,
+and the process's peak resident memory. Flower's FedAvg holds every reply of the round (its
+``send_and_receive`` returns their list); EEGradStrategy pulls one at a time and folds it.
+
 Usage: ``python benchmarks/bench_flower_server.py [--sizes 1e6 11.2e6 25.6e6] [--clients 20 100]
-[--repeat 3] [--many]``
+[--repeat 3] [--many] [--stream]``
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ import time
 
 import numpy as np
 
-STRATEGIES = ("fedavg", "eegrad-fixed", "eegrad-default")
+STRATEGIES = ("fedavg", "eegrad-fixed", "eegrad-default", "fedadam", "eegrad-fedadam")
+#: The baseline each strategy's ratios are taken to.
+BASELINE = {"fedadam": "fedavg", "eegrad-fedadam": "fedadam"}
 ARRAYS = 62
 
 
@@ -60,7 +70,7 @@ def _peak_mib() -> float:
 def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
     """One case in this process: seconds per client update (best of ``repeat``) and peak MiB."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-    from flwr.serverapp.strategy import FedAvg
+    from flwr.serverapp.strategy import FedAdam, FedAvg
 
     from eegrad import FixedArm
     from eegrad.flower import EEGradStrategy, LocalGrid
@@ -88,13 +98,17 @@ def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
         return out
 
     def make() -> object:
-        if strategy == "fedavg":
-            return FedAvg()
-        selector = FixedArm(n) if strategy == "eegrad-fixed" else None
-        return EEGradStrategy(budget=10.0 * n + 1.0, c_min=10.0, selector=selector, rng=0)
+        if strategy in ("fedavg", "fedadam"):
+            return FedAvg() if strategy == "fedavg" else FedAdam()
+        selector = None if strategy == "eegrad-default" else FixedArm(n)
+        inner = FedAdam() if strategy == "eegrad-fedadam" else None
+        return EEGradStrategy(budget=10.0 * n + 1.0, c_min=10.0, selector=selector, rng=0,
+                              strategy=inner)  # fmt: skip
 
     def round_once(s: object) -> float:
-        if strategy == "fedavg":
+        if strategy == "fedadam":  # FedOpt keeps the round's model from configure_train
+            s.current_arrays = {k: a.numpy() for k, a in initial.items()}
+        if strategy in ("fedavg", "fedadam"):
             nodes = grid.get_node_ids()
             msgs = [Message(RecordDict({"arrays": initial, "config": ConfigRecord({})}),
                             dst_node_id=nid, message_type="train") for nid in nodes]  # fmt: skip
@@ -193,6 +207,71 @@ def many_nodes(rounds: int = 20, K: int = 1000, d: int = 100_000) -> None:
         print(f"| {name} | {np.mean(sizes):.0f} | {ms:.1f} | {ms / base:.2f} |")
 
 
+def stream(strategy: str, total: int, n: int) -> dict[str, float]:
+    """One whole round in this process on a grid that runs each node when its reply is pulled:
+    the round's own peak of traced allocations and the process's peak."""
+    import tracemalloc
+
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp.strategy import FedAdam, FedAvg
+
+    from eegrad import FixedArm
+    from eegrad.flower import EEGradStrategy, LocalGrid
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    rng = np.random.default_rng(0)
+    keys = [f"a{i}" for i in range(ARRAYS)]
+    initial = ArrayRecord({k: Array(rng.standard_normal(s).astype(np.float32))
+                           for k, s in zip(keys, shapes(total), strict=True)})  # fmt: skip
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: object) -> Message:
+        record = msg.content["arrays"]
+        out = ArrayRecord({k: Array(record[k].numpy() - np.float32(1e-3)) for k in keys})
+        return Message(RecordDict({"arrays": out, "metrics": MetricRecord({"num-examples": 10})}),
+                       reply_to=msg)  # fmt: skip
+
+    if strategy in ("fedavg", "fedadam"):
+        s = (FedAvg if strategy == "fedavg" else FedAdam)(fraction_evaluate=0.0,
+                                                          min_available_nodes=n)  # fmt: skip
+    else:
+        inner = FedAdam(fraction_evaluate=0.0) if strategy == "eegrad-fedadam" else None
+        s = EEGradStrategy(budget=10.0 * n + 1.0, c_min=10.0, selector=FixedArm(n), rng=0,
+                           strategy=inner)  # fmt: skip
+        _warm_up()
+    grid = LocalGrid(app, n, seed=1, deliver="on-pull")
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    s.start(grid=grid, initial_arrays=initial, num_rounds=1)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    model = 4.0 * total
+    return {"round_peak_mib": peak / 2**20, "round_peak_models": peak / model,
+            "process_peak_mib": _peak_mib()}  # fmt: skip
+
+
+def stream_table(sizes: list[float], clients: list[int], max_gib: float) -> None:
+    """The ``--stream`` table: each case in a process of its own."""
+    print("| parameters | n | strategy | round's own peak MiB | in model sizes "
+          "| process peak MiB |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        for n in clients:
+            for s in ("fedavg", "eegrad-fixed", "fedadam", "eegrad-fedadam"):
+                if s in ("fedavg", "fedadam") and 4 * size * n * 2 / 2**30 > max_gib:
+                    print(f"| {size / 1e6:g} M | {n} | {s} (skipped: its replies exceed "
+                          f"{max_gib:g} GiB) | | | |")
+                    continue
+                out = subprocess.run([sys.executable, __file__, "--stream-one", s, str(size),
+                                      str(n)], capture_output=True, text=True, check=True)  # fmt: skip
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"| {size / 1e6:g} M | {n} | {s} | {r['round_peak_mib']:.0f} "
+                      f"| {r['round_peak_models']:.2f} | {r['process_peak_mib']:.0f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=float, nargs="+", default=[1e6, 11.2e6, 25.6e6])
@@ -201,16 +280,27 @@ def main() -> None:
     p.add_argument("--max-gib", type=float, default=14.0,
                    help="skip cases whose replies alone exceed this (GiB)")
     p.add_argument("--many", action="store_true", help="K = 1000 nodes, up to 100 a round")
+    p.add_argument("--stream", action="store_true",
+                   help="a whole round with replies pulled one at a time: the round's own peak")
     p.add_argument("--one", nargs=3, metavar=("STRATEGY", "SIZE", "N"), help=argparse.SUPPRESS)
+    p.add_argument("--stream-one", nargs=3, metavar=("STRATEGY", "SIZE", "N"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.many:
         many_nodes()
+        return
+    if args.stream_one:
+        s, size, n = args.stream_one
+        print(json.dumps(stream(s, int(float(size)), int(n))))
+        return
+    if args.stream:
+        stream_table(args.sizes, args.clients, args.max_gib)
         return
     if args.one:
         s, size, n = args.one
         print(json.dumps(one(s, int(float(size)), int(n), args.repeat)))
         return
-    print("| parameters | n | strategy | time per update (ms) | × FedAvg | peak MiB | × FedAvg "
+    print("| parameters | n | strategy | time per update (ms) | × baseline | peak MiB | × baseline "
           "| round's own peak MiB |")
     print("|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
@@ -224,8 +314,8 @@ def main() -> None:
                                       "--one", s, str(size), str(n)],
                                      capture_output=True, text=True, check=True)  # fmt: skip
                 rows[s] = json.loads(out.stdout.strip().splitlines()[-1])
-            base = rows["fedavg"]
             for s, r in rows.items():
+                base = rows[BASELINE.get(s, "fedavg")]
                 print(f"| {size / 1e6:g} M | {n} | {s} | {1e3 * r['seconds_per_update']:.2f} "
                       f"| {r['seconds_per_update'] / base['seconds_per_update']:.2f} "
                       f"| {r['peak_mib']:.0f} | {r['peak_mib'] / base['peak_mib']:.2f} "

@@ -47,7 +47,8 @@ numpydoc_xref_param_type = False
 # (documented with their class) and the objectives' m and L (class attributes, documented as
 # the class's attributes).
 numpydoc_validation_checks = {"GL08"}
-numpydoc_validation_exclude = {r"\.__init__$", r"^eegrad\.objectives\.\w+\.(m|L)$"}
+numpydoc_validation_exclude = {r"\.__init__$", r"^eegrad\.objectives\.\w+\.(m|L)$",
+                               r"^eegrad\.flower\.RunState\.\w+$"}  # its fields: in Parameters
 
 # Gallery: the scripts in examples/ whose names start with plot_ run at build time (quick
 # settings); the others are shown as code.

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from flwr.app import Array, ArrayRecord
+from flwr.serverapp.strategy import FedAdam
 
 from eegrad import FixedArm, MemoryThompson
 from eegrad.checkpoint import CheckpointError, read_checkpoint
@@ -113,6 +114,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 import numpy as np
 from test_flower import K, _app, _start, _strategy
+from flwr.serverapp.strategy import FedAdam
 from eegrad.flower import LocalGrid
 logging.getLogger("flwr").setLevel(logging.ERROR)
 marker = Path({marker!r})
@@ -123,22 +125,26 @@ def bad(pid, arrays):  # the server's process is killed inside round 5, as a cli
         os.kill(os.getpid(), signal.SIGKILL)
     return None
 
-_strategy_ref = [_strategy(checkpoint={ck!r})]
+_strategy_ref = [_strategy(checkpoint={ck!r}, **{kw})]
 res = _start(_strategy_ref[0], LocalGrid(_app(bad=bad), K, seed=2), 9)
 np.save({out!r}, res.arrays["w"].numpy())
 print([r["arm"] for r in _strategy_ref[0].records])
 """
 
 
-def test_a_server_killed_inside_a_round_resumes_where_it_was(tmp_path):
+@pytest.mark.parametrize("inner", [None, "FedAdam"])
+def test_a_server_killed_inside_a_round_resumes_where_it_was(tmp_path, inner):
     """A subprocess runs the strategy with a checkpoint and is killed (SIGKILL) inside round 5
     while the clients reply; run again, it resumes after round 4 and ends with the arms,
-    records and model of a run never killed."""
-    full = _strategy()
+    records and model of a run never killed (with FedAdam inside: its moments resumed too)."""
+    adam = "FedAdam(fraction_evaluate=0.0, eta=0.05, beta_1=0.9, beta_2=0.99)"
+    kw = "{}" if inner is None else f'{{"strategy": {adam}}}'  # the killed server's, as code
+    full = _strategy() if inner is None else _strategy(
+        strategy=FedAdam(fraction_evaluate=0.0, eta=0.05, beta_1=0.9, beta_2=0.99))  # fmt: skip
     res_full = _start(full, LocalGrid(_app(), K, seed=2), 9)
     marker, ck, out = tmp_path / "killed", tmp_path / "run.npz", tmp_path / "w.npy"
     script = SCRIPT.format(tests=str(ROOT / "tests"), marker=str(marker), ck=str(ck),
-                           out=str(out))  # fmt: skip
+                           out=str(out), kw=kw)  # fmt: skip
     path = tmp_path / "server.py"
     path.write_text(textwrap.dedent(script))
     runs = []

@@ -20,7 +20,7 @@ from eegrad.theory import Z_T, fixed_oracle_rate
 @pytest.mark.parametrize("oracle_cls", [GaussianOracle, RademacherOracle])
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_fixed_oracle_follows_closed_form(oracle_cls, n):
-    """E[F(w_{k+1}) | w_1] = ρ_n^k F(w_1), ρ_n = (1−η)² + η²σ_n²/T (DESIGN.md, Theorem 2 with
+    """E[F(w_{k+1}) | w_1] = ρ_n^k F(w_1), ρ_n = (1−η)² + η²σ_n²/T (the paper's Theorem 2 with
     m = L = 1). X_k = gap_{k+1} − ρ^k gap_1 has mean 0; assert |mean X_k| < 4 SE(X_k)."""
     T, K, eta, R = 50, 5, 0.85, 20_000
     oracle = oracle_cls(Quadratic(d=2), paper_arms(T))

@@ -4,8 +4,8 @@
 realization (a user's loop), each round's choice on NumPy; where its driver allows the compiled
 path (``compiled_choice``) it calls the object in its ``compiled`` attribute instead. This module
 defines that object and attaches it when :mod:`eegrad.engines` is imported, so that the
-selectors never import the engines (the layers of DESIGN.md): the same operations in their
-order, so the same σ² and the same choices (:mod:`eegrad.engines.memory_kernels`). Numba is
+selectors never import the engines (the layers of docs/architecture.md): the same operations
+in their order, so the same σ² and the same choices (:mod:`eegrad.engines.memory_kernels`). Numba is
 imported on the first call, never by attaching.
 """
 

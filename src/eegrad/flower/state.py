@@ -24,15 +24,23 @@ __all__ = ["STATE_FIELDS", "RunState", "Streams"]
 
 @dataclass
 class Streams:
-    """The run's independent random streams (children of the strategy's ``rng``)."""
+    """The run's independent random streams (children of the strategy's ``rng``).
 
-    #: The rule's draws (through the estimator).
+    Parameters
+    ----------
+    selector : numpy.random.Generator
+        The rule's draws (through the estimator).
+    sampling : numpy.random.Generator
+        Which nodes a round asks.
+    noise : numpy.random.Generator
+        A private release's noise.
+    evaluate : numpy.random.Generator
+        Which nodes evaluate (its own: turning evaluation on changes no training).
+    """
+
     selector: np.random.Generator
-    #: Which nodes a round asks.
     sampling: np.random.Generator
-    #: A private release's noise.
     noise: np.random.Generator
-    #: Which nodes evaluate (its own: turning evaluation on changes no training).
     evaluate: np.random.Generator
 
     def copy(self) -> Streams:
@@ -44,29 +52,43 @@ class Streams:
 class RunState:
     """Everything a run of :class:`~eegrad.flower.EEGradStrategy` changes.
 
-    The rule at work is the estimator's (:attr:`estimator`), built when the first round knows
-    the nodes (K) and the model's size (d); so is the private release (:attr:`private`).
+    The rule at work is the estimator's (``estimator``), built when the first round knows the
+    nodes (K) and the model's size (d); so is the private release (``private``).
+
+    Parameters
+    ----------
+    streams : Streams
+        The run's random streams.
+    records : list of dict
+        One dict per server round (:data:`~eegrad.flower.strategy.RECORD_COLUMNS`).
+    metrics : dict
+        Each round's train metrics, by server round.
+    server_round : int
+        The last server round done (the next one is ``server_round + 1``).
+    steps_taken : int
+        Steps taken (every round with replies, or every T rounds).
+    cost : float
+        Budget spent: B a round.
+    num_nodes, dim : int or None
+        K, the nodes connected at the first round, and d, the model's size (None before it).
+    estimator : GradientEstimator or None
+        The rule's driver (it holds the rule and its evidence).
+    private : PrivateRounds or None
+        Central DP's side of the run (its accountant's state is saved).
+    inner : dict or None
+        The inner strategy's run state (:func:`eegrad.flower.inner.inner_state`), as last saved.
     """
 
     streams: Streams
-    #: One dict per server round (:data:`~eegrad.flower.strategy.RECORD_COLUMNS`).
     records: list[dict[str, Any]] = field(default_factory=list)
-    #: Each round's train metrics, by server round.
     metrics: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: The last server round done (the next one is ``server_round + 1``).
     server_round: int = 0
-    #: Steps taken (every round with replies, or every T rounds).
     steps_taken: int = 0
-    #: Budget spent: B a round.
     cost: float = 0.0
-    #: K, the nodes connected at the first round; d, the model's size.
     num_nodes: int | None = None
     dim: int | None = None
-    #: The rule's driver (it holds the rule and its evidence).
     estimator: GradientEstimator | None = None
-    #: Central DP's side of the run (its accountant's state is saved).
     private: PrivateRounds | None = None
-    #: The inner strategy's run state (:func:`eegrad.flower.inner.inner_state`), or None.
     inner: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:

@@ -330,7 +330,8 @@ class Selector:
 
     def tell_parts(self, arms: np.ndarray, parts: np.ndarray, weights: np.ndarray) -> None:
         r"""Record a pull told as its parts: the n updates whose weighted mean is the pull's
-        output (federated clients, data-parallel workers), as DESIGN.md's decision 3 allows.
+        output (federated clients, data-parallel workers), as the selector contract allows
+        (docs/architecture.md, *Seams*).
 
         Parameters
         ----------
