@@ -10,6 +10,7 @@ from eegrad import (
     FixedArm,
     GaussianOracle,
     GradientEstimator,
+    InvalidParameterError,
     NonFiniteGradientError,
     OptimalArm,
     ProtocolError,
@@ -163,3 +164,20 @@ def test_a_non_finite_gradient_changes_nothing(engine):
             est.tell(g)
     np.testing.assert_array_equal(twins[1].counts, twins[0].counts)
     np.testing.assert_array_equal(twins[1].result(), twins[0].result())
+
+
+def test_ask_at_least_raises_the_rules_choice_and_the_rule_is_told_it():
+    """A caller that cannot run fewer than m clients (SecAgg+: two) asks with at_least=m: a
+    rule's n below m becomes m, the rule is told the arm that ran, and every later call
+    works; at_least outside 1..N is refused by name."""
+    est = GradientEstimator(FixedArm(1), 4, T=3, dim=2, rng=0)
+    for _ in range(3):
+        assert est.ask(at_least=2) == 2
+        est.tell(np.ones(2))
+    np.testing.assert_allclose(est.result(), np.ones(2))
+    est.next_iterate()
+    assert est.ask() == 1
+    est.tell(np.ones(2))
+    for bad in (0, 5, 1.5):
+        with pytest.raises(InvalidParameterError, match="'at_least'.*1..N = 4"):
+            est.ask(at_least=bad)

@@ -184,8 +184,15 @@ class GradientEstimator:
         """Whether all T rounds have been told."""
         return self.t >= self.T
 
-    def ask(self) -> int:
-        """The mini-batch size n (1..N) to compute next."""
+    def ask(self, at_least: int = 1) -> int:
+        """The mini-batch size n (1..N) to compute next.
+
+        ``at_least``: the least n the caller can run (1..N; e.g. 2 under a secure aggregation
+        that needs two parties). A rule's choice below it is raised to it, and the rule is told
+        the n that ran."""
+        if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.N:
+            raise fail("at_least", "GradientEstimator.ask", f"an integer in 1..N = {self.N}",
+                       at_least)  # fmt: skip
         if self._pending is not None:
             raise ProtocolError(
                 f"ask() called twice: round {self.t + 1} still waits for tell() of the "
@@ -196,7 +203,7 @@ class GradientEstimator:
                 f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
                 "next iterate"
             )
-        arm = int(self.selector.ask(self.t + 1)[0])
+        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least))[0])
         self._pending = arm
         return arm + 1
 

@@ -25,6 +25,7 @@ from .grid import LocalGrid
 from .inner import UnsupportedStrategyError
 from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon_spent
 from .replies import ClientUpdateError
+from .secagg import secaggplus_train, start_secaggplus
 from .state import RunState
 from .strategy import EEGradStrategy
 from .torch_client import budgeted_torch_train
@@ -43,5 +44,7 @@ __all__ = [
     "budgeted_train",
     "calibrate_noise",
     "epsilon_spent",
+    "secaggplus_train",
+    "start_secaggplus",
     "with_spread_sums",
 ]

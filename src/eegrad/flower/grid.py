@@ -10,6 +10,7 @@ Flower's are (above 2⁶³, so a conversion to int64 would show).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,6 +19,7 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.serverapp import Grid
+from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 from .._validation import check_integer
@@ -86,7 +88,7 @@ class LocalGrid(Grid):
         self._partition = {nid: i for i, nid in enumerate(self.node_ids)}
         self._replies: dict[str, Message] = {}
         self._count = 0
-        self._run: Any = None
+        self._run: Any = Run.create_empty(run_id=1)  # the contexts' run, until set_run
         try:  # messages carry the process's task identity, which Flower's server runtime sets
             TaskIdentity.run_id  # noqa: B018
         except RuntimeError:
@@ -136,6 +138,13 @@ class LocalGrid(Grid):
             return  # no such node: no reply, as a node that never answers
         if self.fail is not None and self.fail(self._partition[node], msg):
             return
+        # The node gets a message of its own, as a deployment's deserialised one: its content's
+        # records copied (the arrays' bytes shared, they are immutable), so that a client (or a
+        # mod, as SecAgg+'s, that pops from it) changes nothing another node receives.
+        msg = Message(content=copy.deepcopy(msg.content), dst_node_id=node,
+                      message_type=msg.metadata.message_type, group_id=msg.metadata.group_id,
+                      ttl=msg.metadata.ttl)  # fmt: skip
+        msg.metadata.__dict__["_message_id"] = mid
         try:
             reply = self.client_app(msg, self.contexts[node])
         except Exception as exc:  # noqa: BLE001 - a failing client is an error reply, as in Flower

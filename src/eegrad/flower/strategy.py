@@ -323,6 +323,7 @@ class EEGradStrategy(Strategy):
         #: What a checkpoint must share with this run to continue it (the constructor's
         #: arguments; the model's arrays are added when it is saved).
         self.fingerprint = self._fingerprint()
+        self._min_clients = 1  # the least n a round can run (2 under SecAgg+)
         self._fresh_run()
 
     def _check_inner(self, owner: str) -> None:
@@ -470,7 +471,7 @@ class EEGradStrategy(Strategy):
         state = self.state
         if state.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
-        n = state.estimator.ask()
+        n = state.estimator.ask(at_least=min(self._min_clients, state.estimator.N))
         if self.privacy is not None:
             try:
                 state.private.charge(server_round, n)
@@ -519,8 +520,6 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterError(
                 f"aggregate_train(server_round={server_round}) without configure_train for it."
             )
-        n, state = rnd["n"], self.state
-        est = state.estimator
         asked = set(rnd["nodes"])
         fold = self._new_fold()
         kept: list[Message] = []  # the replies, for an inner strategy that needs every one
@@ -537,6 +536,17 @@ class EEGradStrategy(Strategy):
                     kept.append(m)
             del m  # before the next reply is pulled: one reply in memory at a time
         failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
+        return self._finish_round(fold, kept, failed)
+
+    def _finish_round(self, fold: RoundFold, kept: list[Message], failed: list[int],
+                      extra: dict[str, Any] | None = None,
+                      ) -> tuple[ArrayRecord | None, MetricRecord]:  # fmt: skip
+        """The round after its replies: tell the rule (or withdraw a round with none), step or
+        have the inner strategy aggregate, record (``extra``: more fields of the row) and save.
+        """
+        rnd, state = self._round, self.state
+        server_round, n = rnd["server_round"], rnd["n"]
+        est = state.estimator
         replied = fold.replied
         used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
         used += float(np.nansum(fold.costs)) if replied else 0.0
@@ -569,6 +579,7 @@ class EEGradStrategy(Strategy):
         if self.privacy is not None:
             row["noise_std"] = float(state.private.noise_std(n)) if replied else ""
             row["epsilon"] = state.private.epsilon()
+        row.update(extra or {})
         state.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
             if len(state.records) == 1:
@@ -636,6 +647,20 @@ class EEGradStrategy(Strategy):
             out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
         return ArrayRecord(out)
 
+    def _begin(self, initial_arrays: ArrayRecord, num_rounds: int) -> ArrayRecord:
+        """A fresh run, or the checkpoint's resumed; returns the model to start from (the
+        offset of a resumed run's rounds is set)."""
+        self._fresh_run()
+        arrays = initial_arrays
+        if self.checkpoint is not None and self.checkpoint.exists():
+            arrays = self._resume(initial_arrays)
+            log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
+                "at round %d of %d", self.checkpoint, self.state.server_round,
+                self.state.server_round + 1, num_rounds)  # fmt: skip
+        self._offset = self.state.server_round
+        self._latest = arrays
+        return arrays
+
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,
               evaluate_config: ConfigRecord | None = None,
@@ -645,15 +670,8 @@ class EEGradStrategy(Strategy):
         model, to round ``num_rounds``. The result's metrics are indexed by server round.
         Every call begins a fresh run (records, cost, streams and the inner strategy's state as
         constructed) unless it resumes."""
-        self._fresh_run()
-        arrays = initial_arrays
-        if self.checkpoint is not None and self.checkpoint.exists():
-            arrays = self._resume(initial_arrays)
-            log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
-                "at round %d of %d", self.checkpoint, self.state.server_round,
-                self.state.server_round + 1, num_rounds)  # fmt: skip
-        offset = self._offset = self.state.server_round
-        self._latest = arrays
+        arrays = self._begin(initial_arrays, num_rounds)
+        offset = self._offset
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": {}}  # fmt: skip
         self._evaluated = seen["evaluate_metrics_clientapp"]

@@ -200,8 +200,12 @@ class Selector:
         return None
 
     # -- ask/tell ------------------------------------------------------------------------------
-    def ask(self, t: int | None = None) -> np.ndarray:
-        """Arms to pull at round t (1-based; default: the next round), shape (R,)."""
+    def ask(self, t: int | None = None, *, at_least: int = 1) -> np.ndarray:
+        """Arms to pull at round t (1-based; default: the next round), shape (R,).
+
+        ``at_least``: the least n the caller can run (a choice below it is raised to it, and
+        that arm is the one the rule is then told; e.g. 2 under a secure aggregation that
+        needs two parties)."""
         if self._shape is None:
             raise ProtocolError(f"{self!r}: ask() before init(R, N, d)")
         if self._pending is not None:
@@ -212,6 +216,8 @@ class Selector:
         elif t != expected:
             raise ProtocolError(f"{self!r}: ask(t={t}) but the next round is t={expected}")
         arms = self._select(t)
+        if at_least > 1:
+            arms = np.maximum(arms, at_least - 1)
         self._pending = arms
         return arms
 

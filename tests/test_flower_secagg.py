@@ -1,0 +1,187 @@
+"""EEGradStrategy under Flower's SecAgg+ workflow, end to end in process (LocalGrid)."""
+
+import csv
+import logging
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
+
+from flwr.app import Array, ArrayRecord, Message
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+from flwr.common import FitIns, ndarrays_to_parameters
+from flwr.compat.common import recorddict_compat as compat
+
+from eegrad import FixedArm, InvalidParameterError
+from eegrad.flower import (
+    DeviceCost,
+    EEGradStrategy,
+    LocalGrid,
+    budgeted_train,
+    secaggplus_train,
+    start_secaggplus,
+    with_spread_sums,
+)
+from eegrad.flower.secagg import CLIP_KEY, MAX_WEIGHT_KEY, NORM2_BOUND_KEY
+
+K, D, LR = 8, 4, 0.5
+MU = np.random.default_rng(1).standard_normal((K, D))
+SECAGG = {"num_shares": 1.0, "reconstruction_threshold": 0.6, "norm2_bound": 50.0,
+          "max_weight": 100.0, "clipping_range": 8.0}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def _gradient(arrays, b, context, config):
+    pid = int(context.node_config["partition-id"])
+    rng = np.random.default_rng([pid, int(config["server-round"])])
+    return [arrays[0] - MU[pid] + rng.standard_normal(D) / np.sqrt(b)]
+
+
+def _train():
+    return budgeted_train(_gradient, lambda ctx, cfg: DeviceCost(
+        1.0, 2.0 + int(ctx.node_config["partition-id"]) % 3), lr=LR)  # fmt: skip
+
+
+def _secagg_app():
+    app = ClientApp(mods=[secaggplus_mod])
+    app.train()(secaggplus_train(_train()))
+    return app
+
+
+def _sums_app():
+    app = ClientApp()
+    app.train()(with_spread_sums(_train()))
+    return app
+
+
+def _strategy(**kw):
+    args = {"budget": 40.0, "c_min": 1.5, "aggregation": lambda n: 0.5 * (n - 1.0), "rng": 3,
+            "secure_sums": True}  # fmt: skip
+    return EEGradStrategy(**(args | kw))
+
+
+def _model():
+    return ArrayRecord({"w": Array(np.zeros(D))})
+
+
+def test_secaggplus_makes_the_choices_of_the_plain_sums_mode():
+    """The same federation, once with the replies summed in plaintext (secure_sums=True) and
+    once under SecAgg+: the same arms every round and the same model to within the
+    quantization's error (a few of its SDs, √v_q per coordinate and round, summed over the
+    rounds)."""
+    rounds = 10
+    np.random.seed(0)  # noqa: NPY002 - Flower's stochastic rounding draws from NumPy's global stream
+    plain = _strategy()
+    plain._min_clients = 2  # SecAgg+ needs two clients: the same floor on both sides
+    ref = plain.start(grid=LocalGrid(_sums_app(), K, seed=2), initial_arrays=_model(),
+                      num_rounds=rounds)  # fmt: skip
+    ours = _strategy()
+    res = start_secaggplus(ours, LocalGrid(_secagg_app(), K, seed=2), _model(), rounds, **SECAGG)
+    assert [r["arm"] for r in ours.records] == [r["arm"] for r in plain.records]
+    assert len({r["arm"] for r in ours.records}) > 1
+    assert all(r["secure_aggregation"] == "completed" for r in ours.records)
+    assert [r["clients_replied"] for r in ours.records] == [r["arm"] for r in ours.records]
+    # v_q = n δ²/6 (ω_max/W)², δ = 2c/2²²: at most ~1e-5 per coordinate and round here
+    np.testing.assert_allclose(res.arrays["w"].numpy(), ref.arrays["w"].numpy(), atol=1e-4)
+    assert not np.allclose(res.arrays["w"].numpy(), 0.0)
+
+
+def test_the_spread_from_secaggplus_is_unbiased_after_the_quantization_correction():
+    """One round's sums under SecAgg+ against the plaintext sums of the same replies: the
+    weighted spread agrees to within its quantization noise once the bias W d v_q is added
+    back (and the correction is what the notes state)."""
+    from eegrad.flower.secagg import SecAggFold
+
+    keys, model = ["w"], [np.zeros(3)]
+    means = [np.array([0.5, -0.2, 0.1]), np.array([8.0 * 0.3 / 50.0])]
+    fold = SecAggFold(1, keys, model, means=means, weights=[10.0, 20.0, 30.0], costs=[1, 1, 1],
+                      clip=8.0, norm2_bound=50.0, quantization_range=2**22, max_weight=40.0,
+                      arrayrecord_key="arrays", weighted_by_key="num-examples")  # fmt: skip
+    sums = fold.sums()
+    W = 60.0
+    delta = 16.0 / 2**22
+    v_q = 3 * delta**2 / 6 * (40.0 / W) ** 2
+    assert fold.quantization_variance() == pytest.approx(v_q)
+    assert sums.weighted_squares == pytest.approx(W * 0.3 + W * 3 * v_q)
+    assert sums.n == 3
+    assert sums.total_weight == W
+    assert sums.total_weight2 == 1400.0
+    assert sums.inverse_weight_sum == pytest.approx(1 / 10 + 1 / 20 + 1 / 30)
+    np.testing.assert_allclose(sums.weighted_sum[0], W * means[0])
+
+
+def test_a_halted_round_is_lost_and_named_not_the_run(tmp_path):
+    """A node that drops out after the keys are shared, with a threshold that needs every
+    share: the workflow cannot unmask and halts. That round is recorded as halted, with every
+    asked node failed, no step and no replies; the next rounds run."""
+    app = _secagg_app()
+    dropped = []
+
+    def fail(pid, msg):
+        cfg = msg.content.config_records.get("secaggplus_configs")
+        if cfg is not None and cfg.get("stage") == "collect_masked_vectors" and \
+                int(msg.content.config_records["fitins.config"]["server-round"]) == 2 \
+                and not dropped:  # fmt: skip
+            dropped.append(pid)
+            return True
+        return False
+
+    s = _strategy(selector=FixedArm(3), csv_path=tmp_path / "rounds.csv")
+    res = start_secaggplus(s, LocalGrid(app, K, seed=2, fail=fail), _model(), 4,
+                           **(SECAGG | {"num_shares": 1.0, "reconstruction_threshold": 1.0}))
+    outcome = [r["secure_aggregation"] for r in s.records]
+    assert outcome == ["completed", "halted", "completed", "completed"]
+    halted = s.records[1]
+    assert halted["clients_replied"] == 0
+    assert halted["step"] == ""
+    assert len(halted["failed_nodes"].split()) == 3
+    assert [r["server_round"] for r in s.records] == [1, 2, 3, 4]
+    with open(tmp_path / "rounds.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["secure_aggregation"] for r in rows] == outcome
+    assert np.all(np.isfinite(res.arrays["w"].numpy()))
+
+
+def _fit_message(grid, bound=50.0):
+    cfg = {"server-round": 1, "budget-share": 10.0, CLIP_KEY: 8.0, NORM2_BOUND_KEY: bound,
+           MAX_WEIGHT_KEY: 100.0}  # fmt: skip
+    content = compat.fitins_to_recorddict(FitIns(ndarrays_to_parameters([np.zeros(D)]), cfg),
+                                          keep_input=True)  # fmt: skip
+    return Message(content, dst_node_id=grid.node_ids[0], message_type="train")
+
+
+@pytest.mark.parametrize(("scale", "bound", "match"), [
+    (100.0, 1e9, r"coordinate of .* beyond the SecAgg\+ clipping range ±8"),
+    (1.0, 1e-3, "squared norm .* beyond norm2_bound = 0.001"),
+])  # fmt: skip
+def test_a_reply_beyond_the_public_bounds_is_an_error_naming_the_node(scale, bound, match):
+    grid = LocalGrid(ClientApp(), 1, seed=0)
+    train = secaggplus_train(budgeted_train(
+        lambda arrays, b, ctx, cfg: [np.full(D, -scale)], DeviceCost(0.0, 1.0), lr=1.0))  # fmt: skip
+    node = grid.node_ids[0]
+    with pytest.raises(InvalidParameterError, match=f"node {node} at server round 1"):
+        train(_fit_message(grid, bound=bound), grid.contexts[node])
+    with pytest.raises(InvalidParameterError, match=match):
+        train(_fit_message(grid, bound=bound), grid.contexts[node])
+
+
+def test_start_secaggplus_needs_the_sums_mode():
+    with pytest.raises(InvalidParameterError, match="secure_sums=True"):
+        start_secaggplus(_strategy(secure_sums=False), LocalGrid(_secagg_app(), K), _model(), 1,
+                         **SECAGG)  # fmt: skip
+
+
+def test_a_client_without_the_bounds_fails_clearly():
+    grid = LocalGrid(ClientApp(), 1, seed=0)
+    train = secaggplus_train(_train())
+    content = compat.fitins_to_recorddict(FitIns(ndarrays_to_parameters([np.zeros(D)]),
+                                                 {"server-round": 1}), keep_input=True)  # fmt: skip
+    msg = Message(content, dst_node_id=grid.node_ids[0], message_type="train")
+    with pytest.raises(InvalidParameterError, match="start_secaggplus"):
+        train(msg, grid.contexts[grid.node_ids[0]])
