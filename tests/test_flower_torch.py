@@ -128,3 +128,27 @@ def test_a_client_whose_training_diverges_is_named_and_dropped():
                                  DeviceCost(1.0, 4.0))  # fmt: skip
     with pytest.raises(NonFiniteGradientError, match=r"node 7 at server round 3 .*NaN or Inf"):
         _call(train, rnd=3)
+
+
+def test_fedprox_mu_adds_the_proximal_term_to_the_loss():
+    """Two epochs, one full-batch step each, of the loss mean(Xw) with X = 1 (gradient g = 1
+    per coordinate) from w_t: w_1 = w_t − ηg, w_2 = w_1 − η(g + μ(w_1 − w_t)) = w_t − 2ηg + η²μg.
+    """
+    lr, mu = 0.1, 0.5
+
+    def data(context, config):
+        return torch.ones(20, 3, dtype=torch.float64), torch.zeros(20, 1, dtype=torch.float64)
+
+    train = budgeted_torch_train(_model(torch.float64), lambda out, y: out.mean(), data,
+                                 DeviceCost(0.0, 4.0), epochs=2, lr=lr)  # fmt: skip
+    LocalGrid(ClientApp(), 1)  # the process's task identity
+    torch.manual_seed(0)
+    initial = ArrayRecord(_model(torch.float64)().state_dict())
+    w0 = initial["weight"].numpy().copy()
+    ctx = Context(run_id=1, node_id=7, node_config={"partition-id": 0}, state=RecordDict(),
+                  run_config={})  # fmt: skip
+    msg = Message(RecordDict({"arrays": initial, "config": ConfigRecord(
+        {"budget-share": 10.0, "server-round": 1, "proximal-mu": mu})}), dst_node_id=7,
+        message_type="train")  # fmt: skip
+    out = train(msg, ctx).content["arrays"]["weight"].numpy()
+    np.testing.assert_allclose(out, w0 - 2 * lr + lr * lr * mu, rtol=1e-12)
