@@ -1,10 +1,13 @@
 """EE-Grad where federated learning runs: a Flower strategy and its client side.
 
-The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41). A Flower user swaps
-``FedAvg`` for :class:`EEGradStrategy` in their ``ServerApp`` and wraps their gradient code with
-:func:`budgeted_train` (NumPy) or their PyTorch model with :func:`budgeted_torch_train` (local
-epochs) in their ``ClientApp``; the rest of the app stays. :class:`LocalGrid`
-runs a strategy and a ``ClientApp`` in one process, synchronously, for tests and seeded studies.
+The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41). A Flower user hands the
+strategy they train with to :class:`EEGradStrategy` (``strategy=FedAdam(...)``; or none, for
+FedAvg's step) in their ``ServerApp``, and wraps their gradient code with :func:`budgeted_train`
+(NumPy) or their PyTorch model with :func:`budgeted_torch_train` (local epochs) in their
+``ClientApp``; the rest of the app stays. Privacy: :class:`CentralDP`, sums only
+(:func:`with_spread_sums`), Flower's SecAgg+ (:func:`start_secaggplus`, :func:`secaggplus_train`).
+:class:`LocalGrid` runs a strategy and a ``ClientApp`` in one process, synchronously, for tests
+and seeded studies. How the parts fit: ``docs/architecture.md``.
 
 ``import eegrad`` never imports Flower; importing this module without it raises an error that
 names the extra.

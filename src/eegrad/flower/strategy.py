@@ -3,11 +3,14 @@ r"""A Flower strategy that learns how many clients to ask under a per-round budg
 At every server round :class:`EEGradStrategy` asks its selector for an arm n — the number of
 clients — samples n of the connected nodes, and sends each the model and its share
 :math:`(B - D(n))/n` of the round's budget B (the paper's Section 2: D(n) is the server's
-aggregation cost). It receives their updated models and folds each, as it comes, into the round's running sums
-(:class:`eegrad.parts.PullAccumulator`: one pass over the reply, in the model's dtype, as
-FedAvg's server makes; no n × d stack), as an update :math:`u_i = w - w_i` (for one local gradient step, ``lr`` times the client's gradient — FedSGD,
-the case the paper's model covers; for several local steps a model delta, a pseudo-gradient),
-and tells the selector the pull:
+aggregation cost); with a user's own Flower strategy inside (``strategy=``,
+:mod:`eegrad.flower.inner`), that strategy's messages for exactly those nodes. The replies are
+pulled one at a time (:mod:`eegrad.flower.pulling`) and each is folded, as it comes, into the
+round's running sums and dropped (:mod:`eegrad.flower.replies`: one pass over the reply, in the
+model's dtype, as FedAvg's server makes; no n × d stack), as an update :math:`u_i = w - w_i`
+(for one local gradient step, ``lr`` times the client's gradient — FedSGD, the case the paper's
+model covers; for several local steps a model delta, a pseudo-gradient), and the selector is
+told the pull:
 
 * ``steps="every-round"`` (default): every round is a model step,
   :math:`w \leftarrow w - \eta \sum_i p_i u_i` with :math:`p_i` the clients' shares of the samples
@@ -24,7 +27,9 @@ a ``GradientEstimator`` told the same updates from the same stream (tested).
 
 Per-round records (server round, step, arm, clients asked and replied, failed nodes, budget,
 budget used, cumulative cost) go to the round's Flower ``MetricRecord`` and to
-:attr:`EEGradStrategy.records`, written as a tidy CSV to ``csv_path`` after every round.
+:attr:`EEGradStrategy.records`, written as a tidy CSV to ``csv_path`` after every round. The
+run's state is one :class:`~eegrad.flower.state.RunState` (:attr:`EEGradStrategy.state`); the
+constructor's arguments are the configuration, and the checkpoint's fingerprint.
 
 **Failures.** A node whose reply is an error, or that does not reply before the timeout, is
 dropped from the round and named in its record (``failed_nodes``); the round uses the updates
@@ -207,7 +212,8 @@ class EEGradStrategy(Strategy):
         server adds them up first and uses nothing but the sums
         (:class:`eegrad.spread.SpreadSums`) — the weighted mean for the step, and the weighted
         spread for a rule that learns from parts. A non-finite reply is then seen only in the
-        sum, so the error names the round, not the node.
+        sum, so the error names the round, not the node. Under Flower's SecAgg+ workflow, run
+        the strategy with :func:`~eegrad.flower.start_secaggplus`.
     strategy : flwr.serverapp.strategy.Strategy, optional
         The user's own Flower strategy (message API), kept for what it does: FedAvg, FedAvgM,
         FedProx, FedAdam, FedYogi, FedAdagrad (given one synthetic reply, the round's mean:
