@@ -184,15 +184,20 @@ class GradientEstimator:
         """Whether all T rounds have been told."""
         return self.t >= self.T
 
-    def ask(self, at_least: int = 1) -> int:
+    def ask(self, at_least: int = 1, at_most: int | None = None) -> int:
         """The mini-batch size n (1..N) to compute next.
 
-        ``at_least``: the least n the caller can run (1..N; e.g. 2 under a secure aggregation
-        that needs two parties). A rule's choice below it is raised to it, and the rule is told
-        the n that ran."""
+        ``at_least`` and ``at_most``: the least and the most n the caller can run (1..N; e.g.
+        2 under a secure aggregation that needs two parties; what a total budget's remainder
+        affords). A rule's choice outside is moved to the nearest end, and the rule is told the
+        n that ran."""
+        owner = "GradientEstimator.ask"
+        top = self.N if at_most is None else at_most
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.N:
-            raise fail("at_least", "GradientEstimator.ask", f"an integer in 1..N = {self.N}",
-                       at_least)  # fmt: skip
+            raise fail("at_least", owner, f"an integer in 1..N = {self.N}", at_least)
+        if not isinstance(top, int | np.integer) or not at_least <= top <= self.N:
+            raise fail("at_most", owner, f"an integer in at_least..N = {at_least}..{self.N}",
+                       at_most)  # fmt: skip
         if self._pending is not None:
             raise ProtocolError(
                 f"ask() called twice: round {self.t + 1} still waits for tell() of the "
@@ -203,7 +208,7 @@ class GradientEstimator:
                 f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
                 "next iterate"
             )
-        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least))[0])
+        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=int(top))[0])
         self._pending = arm
         return arm + 1
 

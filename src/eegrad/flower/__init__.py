@@ -30,10 +30,11 @@ from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon
 from .replies import ClientUpdateError
 from .secagg import secaggplus_train, start_secaggplus
 from .state import RunState
-from .strategy import EEGradStrategy
+from .strategy import BudgetSpent, EEGradStrategy
 from .torch_client import budgeted_torch_train
 
 __all__ = [
+    "BudgetSpent",
     "CentralDP",
     "ClientUpdateError",
     "DeviceCost",

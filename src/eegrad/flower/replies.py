@@ -43,11 +43,14 @@ class ClientUpdateError(InvalidParameterError):
 
 
 def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.ndarray], *,
-               arrayrecord_key: str,
-               weighted_by_key: str) -> tuple[list[Array], float, float, Any]:  # fmt: skip
+               arrayrecord_key: str, weighted_by_key: str, cost_metric: str = "cost",
+               cost_scale: float = 1.0,
+               cost_required: bool = False) -> tuple[list[Array], float, float, Any]:  # fmt: skip
     """(arrays, weight, cost, metric record) of one reply, its arrays checked against the
     model's names, shapes and dtypes from their metadata (nothing deserialised); raises
-    :class:`ClientUpdateError` naming the node and the round."""
+    :class:`ClientUpdateError` naming the node and the round. The cost is ``cost_scale`` times
+    the metric ``cost_metric`` (NaN where absent, unless ``cost_required``: then an error naming
+    the node, the round and the metric; a negative or non-finite cost is one too)."""
     node = msg.metadata.src_node_id
     where = f"node {node} at server round {server_round}"
     content = msg.content
@@ -78,7 +81,20 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
         raise ClientUpdateError(
             f"The reply of {where} reports {weighted_by_key} = {weight!r}; it must be > 0."
         )
-    return arrays, weight, float(metrics.get("cost", np.nan)), metrics
+    if cost_metric not in metrics:
+        if cost_required:
+            raise ClientUpdateError(
+                f"The reply of {where} has no {cost_metric!r} metric: with a total budget every "
+                f"client reports what its training cost (cost_metric={cost_metric!r})."
+            )
+        return arrays, weight, float("nan"), metrics
+    cost = cost_scale * float(metrics[cost_metric])
+    if not np.isfinite(cost) or cost < 0:
+        raise ClientUpdateError(
+            f"The reply of {where} reports a cost of {cost!r} ({cost_metric!r} × {cost_scale:g});"
+            " it must be finite and >= 0."
+        )
+    return arrays, weight, cost, metrics
 
 
 class RoundFold:
@@ -92,16 +108,23 @@ class RoundFold:
         The model's array names and arrays (the round's w, in their dtypes).
     arrayrecord_key, weighted_by_key : str
         Where a reply holds its arrays and its weight.
+    cost : dict, optional
+        How a reply's cost is read (:func:`read_reply`'s ``cost_metric``, ``cost_scale``,
+        ``cost_required``).
     """
 
     def __init__(self, server_round: int, keys: list[str], model: list[np.ndarray], *,
-                 arrayrecord_key: str, weighted_by_key: str) -> None:  # fmt: skip
+                 arrayrecord_key: str, weighted_by_key: str,
+                 cost: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.server_round = server_round
         self.keys, self.model = keys, model
-        self._keys = {"arrayrecord_key": arrayrecord_key, "weighted_by_key": weighted_by_key}
+        self._keys = {"arrayrecord_key": arrayrecord_key, "weighted_by_key": weighted_by_key,
+                      **(cost or {})}  # fmt: skip
         self.weighted_by_key = weighted_by_key
         #: Each folded reply's reported cost (NaN where it reported none).
         self.costs: list[float] = []
+        #: The same by node id.
+        self.node_costs: dict[int, float] = {}
         self._metric_sums: dict[str, Any] = {}
 
     @property
@@ -112,6 +135,7 @@ class RoundFold:
     def _read(self, msg: Message) -> tuple[list[Array], float, float, Any]:
         out = read_reply(msg, self.server_round, self.keys, self.model, **self._keys)
         self.costs.append(out[2])
+        self.node_costs[int(msg.metadata.src_node_id)] = out[2]
         return out
 
     def _nonfinite(self, msg: Message) -> NonFiniteGradientError:

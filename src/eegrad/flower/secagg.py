@@ -185,9 +185,11 @@ class SecAggFold(RoundFold):
 
     def __init__(self, *args: Any, means: list[np.ndarray], weights: list[float],
                  costs: list[float], clip: float, norm2_bound: float, quantization_range: int,
-                 max_weight: float, **kw: Any) -> None:  # fmt: skip
+                 max_weight: float, node_costs: dict[int, float] | None = None,
+                 **kw: Any) -> None:  # fmt: skip
         super().__init__(*args, **kw)
         self.costs = list(costs)
+        self.node_costs = dict(node_costs or {})
         self._weights = np.asarray(weights, float)
         self._means = means
         self._clip, self._bound = clip, norm2_bound
@@ -299,9 +301,11 @@ class SecAggPlusStrategy(LegacyStrategy):
         replied = {int(proxy.node_id) for proxy, _ in results}
         failed = [nid for nid in rnd["nodes"] if nid not in replied]
         means = parameters_to_ndarrays(results[0][1].parameters) if results else []
+        costs = {int(p.node_id): s.cost_scale * float(r.metrics.get(s.cost_metric, float("nan")))
+                 for p, r in results}  # fmt: skip
         fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=means,
                           weights=[float(r.num_examples) for _, r in results],
-                          costs=[float(r.metrics.get("cost", float("nan"))) for _, r in results],
+                          costs=list(costs.values()), node_costs=costs,
                           clip=self.bounds[CLIP_KEY], norm2_bound=self.bounds[NORM2_BOUND_KEY],
                           quantization_range=self.quantization_range,
                           max_weight=self.bounds[MAX_WEIGHT_KEY],

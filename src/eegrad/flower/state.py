@@ -77,6 +77,9 @@ class RunState:
         Central DP's side of the run (its accountant's state is saved).
     inner : dict or None
         The inner strategy's run state (:func:`eegrad.flower.inner.inner_state`), as last saved.
+    client_costs : dict
+        With a total budget: each node's latest reported cost, by node id
+        (:class:`~eegrad.flower.round_costs.RoundCosts`).
     """
 
     streams: Streams
@@ -90,6 +93,7 @@ class RunState:
     estimator: GradientEstimator | None = None
     private: PrivateRounds | None = None
     inner: dict[str, Any] | None = None
+    client_costs: dict[int, float] = field(default_factory=dict)
 
     def state_dict(self) -> dict[str, Any]:
         """The state as plain values (the estimator and the generators as objects that
@@ -101,7 +105,8 @@ class RunState:
                 self.private.accountant.state_dict(),
                 "sampling_rng": self.streams.sampling, "noise_rng": self.streams.noise,
                 "evaluate_rng": self.streams.evaluate, "estimator": self.estimator,
-                "inner": self.inner}  # fmt: skip
+                "inner": self.inner,
+                "client_costs": {str(k): v for k, v in self.client_costs.items()}}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Set the state from :meth:`state_dict`'s values; the estimator (and the private
@@ -119,8 +124,10 @@ class RunState:
             if state["accountant"] is not None:
                 self.private.accountant.load_state_dict(state["accountant"])
         self.inner = state["inner"]
+        self.client_costs = {int(k): float(v) for k, v in state["client_costs"].items()}
 
 
 #: The fields :meth:`RunState.state_dict` gives.
 STATE_FIELDS = ("server_round", "steps_taken", "cost", "num_nodes", "dim", "records", "metrics",
-                "accountant", "sampling_rng", "noise_rng", "evaluate_rng", "estimator", "inner")  # fmt: skip
+                "accountant", "sampling_rng", "noise_rng", "evaluate_rng", "estimator", "inner",
+                "client_costs")  # fmt: skip

@@ -89,9 +89,11 @@ from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
 from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsFold
+from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState, Streams
 
-__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "ClientUpdateError", "EEGradStrategy",
+__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "BudgetSpent", "ClientUpdateError",
+           "EEGradStrategy",
            "default_rule"]  # fmt: skip
 
 
@@ -104,8 +106,16 @@ _STEPS = ("every-round", "t-rounds")
 DEFAULT_NOISE_ORDER = 2
 
 
+#: Points 1..this of D(n) in the fingerprint of a total-budget run (N is not known yet).
+_D_POINTS = 64
+
+
+class BudgetSpent(InvalidParameterError):
+    """With a total budget: the next round would cost more than the budget left."""
+
+
 def default_rule(population: int, spend: Any, *, release_noise: Any = None,
-                 discount: float = 0.9) -> Selector:  # fmt: skip
+                 discount: float = 0.9, per_cost: bool = False) -> Selector:  # fmt: skip
     r"""The every-round rule :class:`EEGradStrategy` builds when given none, for K =
     ``population`` nodes and the arms' per-client spends ``spend``, shape (N,).
 
@@ -116,8 +126,14 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm n's mean),
     :class:`~eegrad.SpreadThompson` (``noise_order=2``) told it: the release's noise buries
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
-    federations, ``eegrad example flower-scorecard``; the federated guide).
+    federations, ``eegrad example flower-scorecard``; the federated guide). ``per_cost`` (a
+    total budget, whose rounds cost more with more clients): :class:`~eegrad.ProgressThompson`
+    with the objective ``"decrease-per-cost"``, the release's noise told where there is one.
     """
+    if per_cost:  # a total budget: the decrease per unit of cost, the release's noise known
+        return ProgressThompson(population=population, spend=spend, discount=discount,
+                                noise_order=DEFAULT_NOISE_ORDER, objective="decrease-per-cost",
+                                release_noise=release_noise)  # fmt: skip
     extra = {} if release_noise is None else {"release_noise": release_noise}
     return _default_rule_class(release_noise is not None)(
         population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER, discount=discount,
@@ -129,8 +145,10 @@ def _default_rule_class(private: bool) -> type[SpreadThompson]:
     return SpreadThompson if private else ProgressThompson
 
 
-def default_rule_name(private: bool) -> str:
+def default_rule_name(private: bool, per_cost: bool = False) -> str:
     """How a checkpoint's fingerprint names the default every-round rule."""
+    if per_cost:
+        return f"default (ProgressThompson, decrease-per-cost, noise_order={DEFAULT_NOISE_ORDER})"
     return (f"default ({_default_rule_class(private).__name__}, "
             f"noise_order={DEFAULT_NOISE_ORDER})")  # fmt: skip
 
@@ -140,13 +158,34 @@ class EEGradStrategy(Strategy):
 
     Parameters
     ----------
-    budget : float
+    budget : float, optional
         B, the budget of one round (in the clients' cost units: virtual units, or seconds with
-        :class:`~eegrad.flower.WallClock` and ``seconds_per_unit=1``).
-    c_min : float
+        :class:`~eegrad.flower.WallClock` and ``seconds_per_unit=1``), shared by the round's
+        clients (the paper's model). Exclusive with ``total_budget``: give one.
+    c_min : float, optional
         The least a client's participation can cost (the largest fixed overhead plus one
         sample), > 0: N = max{n : B > n c_min + D(n)} (Section 2), capped at the nodes
         connected. A budget that affords no arm raises the error of :meth:`eegrad.Arms.from_costs`.
+        Required with ``budget``; with ``total_budget``, optional (>= 0, default 0): a
+        client's cost before any has reported one.
+    total_budget : float, optional
+        The run's total budget (client-hours, energy, money, seconds): the clients are sent no
+        share and train as they always do; a round of n costs its clients' reported costs
+        (``round_cost``) plus D(n); n is chosen for the expected progress per unit of cost
+        (the default rule: :class:`~eegrad.ProgressThompson` with
+        ``objective="decrease-per-cost"``), among the n the budget left affords; the run ends
+        before a round whose expected cost exceeds what is left (give a ``num_rounds`` large
+        enough to spend it), and the records gain ``budget_left``. A budget below one round of
+        n = 1 (c_min + D(1)) is refused. ``steps`` must be ``"every-round"``.
+    round_cost : {"sum", "slowest"}
+        With ``total_budget``: a round costs the sum of its clients' costs (client-hours,
+        energy, money) or the slowest client's (wall-clock time, clients in parallel: see
+        :mod:`eegrad.flower.round_costs`), plus D(n).
+    cost_metric, cost_scale : str, float
+        With ``total_budget``: a client's cost is ``cost_scale`` times its reply's metric
+        ``cost_metric`` (default ``"cost"``; e.g. ``"num-examples"`` with the cost of a
+        sample). A reply without it, or with a negative or non-finite cost, is an error naming
+        the node and the round.
     aggregation : AggregationCost or callable, optional
         D(n), the server's cost of a round of n clients (default: none, D = 0). D(1) > 0 is a
         fixed per-round cost (e.g. broadcasting the model), spent whatever n is, e.g.
@@ -235,9 +274,13 @@ class EEGradStrategy(Strategy):
 
     def __init__(
         self,
-        budget: float,
-        c_min: float,
+        budget: float | None = None,
+        c_min: float | None = None,
         *,
+        total_budget: float | None = None,
+        round_cost: str = "sum",
+        cost_metric: str = "cost",
+        cost_scale: float = 1.0,
         aggregation: AggregationCost | Any = None,
         selector: Selector | None = None,
         steps: str = "every-round",
@@ -257,13 +300,43 @@ class EEGradStrategy(Strategy):
         configrecord_key: str | None = None,
     ) -> None:
         owner = "EEGradStrategy"
-        self.budget = check_real(budget, "budget", owner, gt=0)
-        self.c_min = check_real(c_min, "c_min", owner, gt=0)
         aggregation = LinearAggregation(b=0.0) if aggregation is None else as_aggregation(
             aggregation, owner)  # fmt: skip
         self.aggregation = aggregation
-        # N before the nodes are known: checks the budget at construction, as Arms.from_costs.
-        self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
+        if budget is not None and total_budget is not None:
+            raise fail("total_budget", owner, "None when budget is given (budget: a round's, "
+                       "shared by its clients; total_budget: the run's, spent by clients that "
+                       "train their own way)", total_budget)  # fmt: skip
+        if budget is None and total_budget is None:
+            raise fail("budget", owner, "a round's budget > 0, or total_budget= for the run's",
+                       None)  # fmt: skip
+        #: The run's total budget (the total-budget mode), or None (a per-round budget).
+        self.total_budget = None
+        if total_budget is None:
+            self.budget = check_real(budget, "budget", owner, gt=0)
+            if c_min is None:
+                raise fail("c_min", owner, "the least a client's participation costs, > 0, "
+                           "with a per-round budget", None)  # fmt: skip
+            self.c_min = check_real(c_min, "c_min", owner, gt=0)
+            # N before the nodes are known: checks the budget at construction, as
+            # Arms.from_costs.
+            self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
+        else:
+            self.budget = None
+            self.total_budget = check_real(total_budget, "total_budget", owner, gt=0)
+            self.c_min = 0.0 if c_min is None else check_real(c_min, "c_min", owner, ge=0)
+            first = self.c_min + float(aggregation(np.array([1.0]))[0])
+            if first > self.total_budget:
+                raise fail("total_budget", owner, f"at least one round of n = 1 (c_min + D(1) = "
+                           f"{first:g})", total_budget)  # fmt: skip
+            self.max_arms = None  # every node: the rounds' costs, not a share, bound n
+            if steps != "every-round":
+                raise fail("steps", owner, "'every-round' with a total budget", steps)
+        if round_cost not in ROUND_COSTS:
+            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
+        self.round_cost = round_cost
+        self.cost_metric = check_metric_key(cost_metric, "cost_metric", owner)
+        self.cost_scale = check_real(cost_scale, "cost_scale", owner, gt=0)
         if steps not in _STEPS:
             raise fail("steps", owner, f"one of {_STEPS}", steps)
         self.steps = steps
@@ -321,7 +394,8 @@ class EEGradStrategy(Strategy):
         self.arrayrecord_key = keys["arrayrecord_key"]
         self.configrecord_key = keys["configrecord_key"]
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
-        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ())
+        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ()) + (
+            ("budget_left",) if self.total_budget is not None else ())  # fmt: skip
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
         self._initial_streams = Streams(*as_generator(rng, owner).spawn(4))
@@ -361,10 +435,12 @@ class EEGradStrategy(Strategy):
     def _fingerprint(self) -> dict[str, Any]:
         """The fingerprint of the constructor's arguments (:attr:`fingerprint`)."""
         sel = self._given_selector
-        default = (default_rule_name(self.privacy is not None) if self.steps == "every-round"
-                   else "default")  # fmt: skip
-        n = np.arange(1.0, self.max_arms + 2.0)
+        default = (default_rule_name(self.privacy is not None, self.total_budget is not None)
+                   if self.steps == "every-round" else "default")  # fmt: skip
+        n = np.arange(1.0, (self.max_arms or _D_POINTS - 1) + 2.0)
         out = {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
+               "total_budget": self.total_budget, "round_cost": self.round_cost,
+               "cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
                "D(1..N+1)": [float(x) for x in self.aggregation(n)],
                "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
                "fraction_evaluate": self.fraction_evaluate,
@@ -419,15 +495,25 @@ class EEGradStrategy(Strategy):
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
-        """The per-client spend (B − D(n))/n of the arms n = 1..N."""
+        """The per-client spend (B − D(n))/n of the arms n = 1..N (with a total budget, the
+        same for every n: the clients train their own way)."""
+        if self.budget is None:
+            return np.ones(N)
         return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
+
+    def round_costs(self) -> RoundCosts:
+        """The clients' costs seen so far and the expected cost of a round of every n (with a
+        total budget)."""
+        costs = RoundCosts(self.round_cost, self.aggregation, self.c_min)
+        costs.latest = self.state.client_costs  # the run's, kept in its state
+        return costs
 
     def _setup(self, num_nodes: int, dim: int) -> None:
         """Build the rule, its estimator and the private release for K nodes and a model of
         size d (at the first round, or on resume for the saved K and d)."""
         state = self.state
         state.num_nodes, state.dim = int(num_nodes), int(dim)
-        N = min(self.max_arms, state.num_nodes)
+        N = state.num_nodes if self.max_arms is None else min(self.max_arms, state.num_nodes)
         sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = None
@@ -439,7 +525,8 @@ class EEGradStrategy(Strategy):
                 sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
             if self.steps == "every-round":
-                sel = default_rule(state.num_nodes, self.spend(N), release_noise=noise)
+                sel = default_rule(state.num_nodes, self.spend(N), release_noise=noise,
+                                   per_cost=self.total_budget is not None)  # fmt: skip
             else:
                 sel = default_selector()
         state.estimator = GradientEstimator(sel, N, T=self.T, dim=state.dim,
@@ -448,8 +535,13 @@ class EEGradStrategy(Strategy):
     def summary(self) -> None:
         """Log the strategy's settings (budget, c_min, D, steps, rule, inner strategy) at the
         start (Strategy API)."""
-        log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
-            self.budget, self.c_min, self.aggregation)  # fmt: skip
+        if self.total_budget is None:
+            log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
+                self.budget, self.c_min, self.aggregation)  # fmt: skip
+        else:
+            log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
+                "%r (× %g) plus D = %r", self.total_budget, self.round_cost, self.cost_metric,
+                self.cost_scale, self.aggregation)  # fmt: skip
         log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
             self.T, self.server_lr, self.damp_exploration)  # fmt: skip
         log(INFO, "\t%s──> Selector: %r", "├" if self.strategy else "└",
@@ -477,7 +569,22 @@ class EEGradStrategy(Strategy):
         state = self.state
         if state.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
-        n = state.estimator.ask(at_least=min(self._min_clients, state.estimator.N))
+        least = min(self._min_clients, state.estimator.N)
+        most = None
+        if self.total_budget is not None:  # what the budget left affords, and at what cost
+            expected = self.round_costs().expected(state.estimator.N)
+            left = self.total_budget - state.cost
+            affordable = np.flatnonzero(expected <= left)
+            if affordable.size == 0 or affordable.max() + 1 < least:
+                raise BudgetSpent(
+                    f"Server round {server_round} would cost at least {expected[least - 1]:.4g} "
+                    f"(n = {least}), more than the budget left, {left:.4g} of "
+                    f"{self.total_budget:g}; the run ends after round {server_round - 1}."
+                )
+            most = int(affordable.max()) + 1
+            if state.estimator.selector.uses_costs:
+                state.estimator.selector.tell_costs(np.maximum(expected, 1e-12))
+        n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
                 state.private.charge(server_round, n)
@@ -486,16 +593,19 @@ class EEGradStrategy(Strategy):
                 raise
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
-        share = float(per_client_spend(self.budget, self.aggregation, n))
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
-        cfg[SHARE_KEY] = share
+        share = None
+        if self.budget is not None:  # with a total budget the clients are sent no share
+            share = float(per_client_spend(self.budget, self.aggregation, n))
+            cfg[SHARE_KEY] = share
         cfg["eegrad-n"] = n
         if self.secure_sums:
             cfg[SUMS_KEY] = True
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
-        log(INFO, "configure_train: n = %d clients (share %.4g each)", n, share)
+        log(INFO, "configure_train: n = %d clients (%s)", n,
+            "their own training" if share is None else f"share {share:.4g} each")  # fmt: skip
         if self.strategy is not None:
             return configure_inner(self.strategy, server_round, arrays, cfg, grid, chosen)
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
@@ -506,7 +616,9 @@ class EEGradStrategy(Strategy):
         """The round's reply path: plain, sums only or private (:mod:`eegrad.flower.replies`)."""
         rnd = self._round
         args = (rnd["server_round"], rnd["keys"], rnd["model"])
-        keys = {"arrayrecord_key": self.arrayrecord_key, "weighted_by_key": self.weighted_by_key}
+        keys = {"arrayrecord_key": self.arrayrecord_key, "weighted_by_key": self.weighted_by_key,
+                "cost": {"cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
+                         "cost_required": self.total_budget is not None}}  # fmt: skip
         if self.secure_sums:
             return SumsFold(*args, **keys)
         if self.privacy is not None:
@@ -554,8 +666,13 @@ class EEGradStrategy(Strategy):
         server_round, n = rnd["server_round"], rnd["n"]
         est = state.estimator
         replied = fold.replied
-        used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
-        used += float(np.nansum(fold.costs)) if replied else 0.0
+        if self.total_budget is None:
+            used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
+            used += float(np.nansum(fold.costs)) if replied else 0.0
+        else:  # the round's own cost: its clients' (summed, or the slowest's) and D(n)
+            costs = self.round_costs()
+            used = costs.round_cost(fold.costs, n)
+            costs.tell(fold.node_costs)
         if replied:
             fold.finish(est)
         else:
@@ -577,11 +694,14 @@ class EEGradStrategy(Strategy):
             state.steps_taken += 1
             step = 1
         del fold, kept  # nothing of the round is kept past its use
-        state.cost += self.budget
+        state.cost += self.budget if self.total_budget is None else used
         row = {"server_round": server_round, "step": state.steps_taken if step else "",
                "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
-               "failed_nodes": " ".join(str(f) for f in sorted(failed)), "budget": self.budget,
+               "failed_nodes": " ".join(str(f) for f in sorted(failed)),
+               "budget": "" if self.budget is None else self.budget,
                "budget_used": used, "cost": state.cost}  # fmt: skip
+        if self.total_budget is not None:
+            row["budget_left"] = self.total_budget - state.cost
         if self.privacy is not None:
             row["noise_std"] = float(state.private.noise_std(n)) if replied else ""
             row["epsilon"] = state.private.epsilon()
@@ -698,8 +818,9 @@ class EEGradStrategy(Strategy):
                 result = super().start(PullingGrid(grid), arrays, num_rounds - offset, timeout,
                                        train_config, evaluate_config,
                                        None if evaluate_fn is None else evaluate)  # fmt: skip
-            except PrivacyBudgetExhausted as stop:
-                log(INFO, "EE-Grad: privacy budget reached. %s", stop)
+            except (PrivacyBudgetExhausted, BudgetSpent) as stop:
+                log(INFO, "EE-Grad: %s budget reached. %s", "privacy" if isinstance(
+                    stop, PrivacyBudgetExhausted) else "total", stop)  # fmt: skip
                 result = Result()  # what the rounds run released, as Flower's start returns it
                 result.arrays = self._latest
                 for name, table in seen.items():

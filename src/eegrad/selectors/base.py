@@ -114,6 +114,9 @@ class Selector:
     #: persistence (:meth:`tell_signal`, after the pull is told), as
     #: :class:`~eegrad.ProgressThompson`: :class:`~eegrad.GradientEstimator` tells it.
     uses_signal: bool = False
+    #: Whether the rule weighs each arm's progress against the cost of its round
+    #: (:meth:`tell_costs`), e.g. where a round's cost grows with n.
+    uses_costs: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
     #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
     #: round's choice); set before each estimate by its driver from the engine that runs it
@@ -200,12 +203,13 @@ class Selector:
         return None
 
     # -- ask/tell ------------------------------------------------------------------------------
-    def ask(self, t: int | None = None, *, at_least: int = 1) -> np.ndarray:
+    def ask(self, t: int | None = None, *, at_least: int = 1,
+            at_most: int | None = None) -> np.ndarray:  # fmt: skip
         """Arms to pull at round t (1-based; default: the next round), shape (R,).
 
-        ``at_least``: the least n the caller can run (a choice below it is raised to it, and
-        that arm is the one the rule is then told; e.g. 2 under a secure aggregation that
-        needs two parties)."""
+        ``at_least`` and ``at_most``: the least and the most n the caller can run (e.g. 2 under
+        a secure aggregation that needs two parties; what the budget left affords). A choice
+        outside is moved to the nearest end, and that arm is the one the rule is then told."""
         if self._shape is None:
             raise ProtocolError(f"{self!r}: ask() before init(R, N, d)")
         if self._pending is not None:
@@ -218,6 +222,8 @@ class Selector:
         arms = self._select(t)
         if at_least > 1:
             arms = np.maximum(arms, at_least - 1)
+        if at_most is not None:
+            arms = np.minimum(arms, at_most - 1)
         self._pending = arms
         return arms
 
@@ -438,6 +444,12 @@ class Selector:
         round's, for a rule that learns from them (:attr:`uses_signal`); refused otherwise."""
         raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
                             "(uses_signal is False).")  # fmt: skip
+
+    def tell_costs(self, costs: Any) -> None:
+        """Tell the expected cost of a round of every arm, shape (N,), before the next ask, for
+        a rule that weighs progress against cost (:attr:`uses_costs`); refused otherwise."""
+        raise ProtocolError(f"{self!r} does not weigh the cost of a round "
+                            "(uses_costs is False).")  # fmt: skip
 
     # -- to override --------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:

@@ -66,7 +66,7 @@ __all__ = ["ProgressThompson"]
 
 _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_OBJECTIVES = ("decrease", "signal-fraction")
+_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost")
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 
 
@@ -88,11 +88,17 @@ class ProgressThompson(SpreadThompson):
         Degree of the log-signal's curve in the centred log-spend (0: the same signal for every
         arm; 1, the default: a signal that grows or falls as a power of the share; 2: with a
         bend).
-    objective : {"decrease", "signal-fraction"}
+    objective : {"decrease", "signal-fraction", "decrease-per-cost"}
         What the rule maximises: ``"decrease"`` (default), the expected decrease
         :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes;
         ``"signal-fraction"``, :math:`x_n s_n/(s_n + v_n)`, the update's length times its share
-        of signal, which needs no curvature (:meth:`signal_fraction_progress`).
+        of signal, which needs no curvature (:meth:`signal_fraction_progress`);
+        ``"decrease-per-cost"``, the expected decrease divided by the expected cost
+        :math:`c_n` of a round of n (told with :meth:`tell_costs`), for a run with a total
+        budget whose rounds cost more with more clients: over the budget the decrease adds up
+        to :math:`\sum_t D_{n_t}` at :math:`\sum_t c_{n_t}`, whose best rate is the largest
+        :math:`D_n/c_n` (among the arms of positive expected decrease; where none has, the
+        largest decrease). Before costs are told, ``"decrease"``.
     shape_discount : float
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
@@ -120,6 +126,7 @@ class ProgressThompson(SpreadThompson):
         if objective not in _OBJECTIVES:
             raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
         self.objective = objective
+        self.uses_costs = objective == "decrease-per-cost"
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
@@ -160,8 +167,22 @@ class ProgressThompson(SpreadThompson):
         self._persist_A = np.zeros((R, 2, 2))
         self._persist_b = np.zeros((R, 2))
         self._last = None  # (x, v) of the last round told a signal
+        self._costs = None  # the expected cost of a round of every arm (tell_costs)
 
     # -- tell --------------------------------------------------------------------------------------
+    def tell_costs(self, costs: Any) -> None:
+        """Tell the expected cost :math:`c_n > 0` of a round of every arm, shape (N,), for the
+        ``"decrease-per-cost"`` objective (refused for the others)."""
+        if not self.uses_costs:
+            super().tell_costs(costs)
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: tell_costs() before init(R, N, d)")
+        N = self._shape[1]
+        c = check_array(costs, "costs", "ProgressThompson.tell_costs", shape=(N,))
+        if np.any(c <= 0):
+            raise fail("costs", "ProgressThompson.tell_costs", "costs > 0 for every arm", c)
+        self._costs = c.copy()
+
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
         r"""Tell the last pull's mean (after its parts were told): its squared norm
         :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
@@ -401,10 +422,14 @@ class ProgressThompson(SpreadThompson):
             return super()._select(t)
         noise = self._sampled_noise()
         signal = self.signal()
-        if self.objective == "decrease":
-            d = self.progress(signal, noise, self.curvature())
-        else:
+        if self.objective == "signal-fraction":
             d = self.signal_fraction_progress(signal, noise)
+        else:
+            d = self.progress(signal, noise, self.curvature())
+            if self.objective == "decrease-per-cost" and self._costs is not None:
+                # the best rate among the arms that decrease; where none does, the least harm
+                rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
+                d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
 
