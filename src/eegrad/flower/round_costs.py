@@ -22,6 +22,10 @@ report, so that a node whose cost drifts is followed) stand for the population:
   :math:`\sum_j c_{(j)}[(j/m)^n - ((j-1)/m)^n]`.
 
 Before any report the clients' cost is ``c_min`` (0 when not given), the least a client can cost.
+
+Which n the budget left affords is decided on the worst case (:meth:`RoundCosts.worst`: the n
+largest costs seen, or the largest), so that a run never spends more than its total while its
+clients cost no more than they have.
 """
 
 from __future__ import annotations
@@ -81,6 +85,19 @@ class RoundCosts:
         else:
             clients = np.array([_expected_max(seen, int(k)) for k in n])
         return server + clients
+
+    def worst(self, N: int) -> np.ndarray:
+        """The most a round of n = 1..N clients can cost among the costs seen (the n largest
+        summed, or the largest), plus D(n), shape (N,): a round whose worst case fits in the
+        budget left cannot overspend it while no client costs more than any seen."""
+        n = np.arange(1, N + 1, dtype=float)
+        server = np.asarray(self.aggregation(n), dtype=float)
+        seen = np.sort(np.fromiter(self.latest.values(), float, len(self.latest)))[::-1]
+        top = float(seen[0]) if seen.size else self.c_min
+        if self.mode == "slowest":
+            return server + top
+        padded = np.concatenate([seen, np.full(max(N - seen.size, 0), top)])[:N]
+        return server + np.cumsum(padded)
 
     def state_dict(self) -> dict[str, Any]:
         """The costs seen (for the checkpoint)."""

@@ -173,9 +173,10 @@ class EEGradStrategy(Strategy):
         share and train as they always do; a round of n costs its clients' reported costs
         (``round_cost``) plus D(n); n is chosen for the expected progress per unit of cost
         (the default rule: :class:`~eegrad.ProgressThompson` with
-        ``objective="decrease-per-cost"``), among the n the budget left affords; the run ends
-        before a round whose expected cost exceeds what is left (give a ``num_rounds`` large
-        enough to spend it), and the records gain ``budget_left``. A budget below one round of
+        ``objective="decrease-per-cost"``), among the n the budget left affords even if its
+        clients cost as much as the costliest seen; the run ends before a round it cannot
+        afford so (give a ``num_rounds`` large enough to spend the budget), and the records
+        gain ``budget_left``. A budget below one round of
         n = 1 (c_min + D(1)) is refused. ``steps`` must be ``"every-round"``.
     round_cost : {"sum", "slowest"}
         With ``total_budget``: a round costs the sum of its clients' costs (client-hours,
@@ -572,14 +573,16 @@ class EEGradStrategy(Strategy):
         least = min(self._min_clients, state.estimator.N)
         most = None
         if self.total_budget is not None:  # what the budget left affords, and at what cost
-            expected = self.round_costs().expected(state.estimator.N)
+            costs = self.round_costs()
+            expected, worst = costs.expected(state.estimator.N), costs.worst(state.estimator.N)
             left = self.total_budget - state.cost
-            affordable = np.flatnonzero(expected <= left)
+            affordable = np.flatnonzero(worst <= left)  # never more than the budget left
             if affordable.size == 0 or affordable.max() + 1 < least:
                 raise BudgetSpent(
-                    f"Server round {server_round} would cost at least {expected[least - 1]:.4g} "
-                    f"(n = {least}), more than the budget left, {left:.4g} of "
-                    f"{self.total_budget:g}; the run ends after round {server_round - 1}."
+                    f"Server round {server_round} could cost {worst[least - 1]:.4g} (n = "
+                    f"{least}, its clients as costly as the costliest seen), more than the "
+                    f"budget left, {left:.4g} of {self.total_budget:g}; the run ends after round "
+                    f"{server_round - 1}."
                 )
             most = int(affordable.max()) + 1
             if state.estimator.selector.uses_costs:

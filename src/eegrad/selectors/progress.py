@@ -420,7 +420,11 @@ class ProgressThompson(SpreadThompson):
         N = self._shape[1]
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
-        noise = self._sampled_noise()
+        # A total budget's arms share one per-client update, so any round's spread informs every
+        # arm alike and exploring buys nothing the next round does not: the fitted noise (with
+        # equal weights its split between clients and their samples is not identified, and a
+        # draw along it would swing the choice to n = K at random).
+        noise = self.predicted() if self.uses_costs else self._sampled_noise()
         signal = self.signal()
         if self.objective == "signal-fraction":
             d = self.signal_fraction_progress(signal, noise)
