@@ -140,3 +140,31 @@ def test_budgeted_train_spends_a_share_in_mini_batch_steps():
         budgeted_train(gradient, device, local_steps=2, batch_size=8)
     with pytest.raises(InvalidParameterError, match="'batch_size'"):
         budgeted_train(gradient, device, batch_size=0)
+
+
+def test_a_total_budget_setting_spends_the_same_budget_in_every_method(tmp_path):
+    """(j) --quick: the default and FedAvg at each fixed n run until the total budget is spent
+    (each stops with less left than a round could cost), each evaluation's cost is the run's
+    cumulative cost, and the final loss averages the evaluations after 80 % of it."""
+    out = tmp_path / "card"
+    summaries = sc.main(out, quick=True, settings=["fixed-cost"], progress=False)
+    with open(out / "scorecard.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    budget = SETTINGS["fixed-cost"].quick_total_budget
+    ends = {}
+    for r in rows:
+        key = (r["method"], r["seed"])
+        ends[key] = max(ends.get(key, 0.0), float(r["cost"]))
+    # the costliest round a run could take: D(20) plus every client as costly as the largest
+    fed = federation("fixed-cost", 0, 10, quick=True)
+    worst = float(fed.aggregation(np.array([20.0]))[0]) + 20 * 0.01 * 400
+    assert all(budget - worst <= end <= budget for end in ends.values()), ends
+    assert {m for m, _ in ends} >= {"default", "fedavg-1", "fedavg-20"}
+    s = summaries["default"]["fixed-cost"]
+    losses = sc.final_losses(rows)
+    for m, per_seed in losses.items():
+        assert s["final_loss"][m][0] == pytest.approx(np.mean(list(per_seed.values())))
+    seed0 = sorted((float(r["cost"]), float(r["train_loss"])) for r in rows
+                   if r["method"] == "fedavg-1" and r["seed"] == "0")  # fmt: skip
+    tail = [v for c, v in seed0 if c >= 0.8 * seed0[-1][0]]
+    assert losses["fedavg-1"][0] == pytest.approx(np.mean(tail))

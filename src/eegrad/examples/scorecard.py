@@ -54,7 +54,8 @@ def _fixed_ns(N: int, quick: bool) -> list[int]:
 
 
 def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: int,
-            candidate: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+            candidate: dict[str, Any] | None = None,
+            quick: bool = False) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """One federation of ``rounds`` rounds on an in-process grid: its evaluation rows and, for
     an EE-Grad strategy, the n of every round. ``method`` is ``"default"``, ``"fedavg-<n>"`` or
     the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`;
@@ -69,7 +70,7 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
         import torch
 
         torch.set_num_threads(1)  # one thread: the same rows whatever the machine's cores
-    fed = federation(setting, seed, rounds)
+    fed = federation(setting, seed, rounds, quick)
     mid = method_id(setting, method)
     config: dict[str, Any] = {"method-id": mid}
     rows: list[dict[str, Any]] = []
@@ -89,9 +90,9 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
         if server_round == 0 or (server_round % eval_every and server_round != rounds):
             return None
         loss, acc = fed.evaluate(arrays)
+        cost = strategy.state.cost if fed.total_budget is not None else server_round * 100.0
         rows.append({"setting": setting, "method": method, "seed": seed, "round": server_round,
-                     "cost": server_round * 100.0, "train_loss": loss,
-                     "test_accuracy": acc})  # fmt: skip
+                     "cost": cost, "train_loss": loss, "test_accuracy": acc})  # fmt: skip
         return MetricRecord({"train-loss": loss, "test-accuracy": acc})
 
     strategy.start(grid=LocalGrid(fed.client_app(), fed.K), initial_arrays=fed.initial(),
@@ -109,7 +110,7 @@ def _saved(path: Path) -> list[dict[str, Any]] | None:
 
 
 def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
-         candidate: dict[str, Any] | None, store: Path | None,
+         candidate: dict[str, Any] | None, quick: bool, store: Path | None,
          progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """One federation, or its saved rows when ``store`` holds them."""
     import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
@@ -120,7 +121,7 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
     logging.getLogger("flwr").setLevel(logging.ERROR)
     t0 = time.perf_counter()
     rows, arms = run_one(setting, method, seed, rounds=rounds, eval_every=eval_every,
-                         candidate=candidate)  # fmt: skip
+                         candidate=candidate, quick=quick)  # fmt: skip
     if stem is not None:  # saved as it ends: an interrupted card loses nothing finished
         stem.parent.mkdir(parents=True, exist_ok=True)
         write_table(stem.with_suffix(".arms.csv"), arms, ARM_COLUMNS)
@@ -133,17 +134,18 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
 
 def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
          candidates: dict[str, dict[str, Any]] | None = None) -> list[tuple]:  # fmt: skip
-    """The federations of a card: (setting, method, seed, rounds, eval_every, candidate) for
-    the default, every fixed n that every seed affords, and each candidate."""
+    """The federations of a card: (setting, method, seed, rounds, eval_every, candidate, quick)
+    for the default, every fixed n that every seed affords, and each candidate."""
     todo = []
     for name in settings:
         s = SETTINGS[name]
         rounds = s.quick_rounds if quick else s.rounds
         eval_every = min(s.eval_every, rounds)
-        N = min(federation(name, seed, rounds).N for seed in seeds)
+        N = min(federation(name, seed, rounds, quick).N for seed in seeds)
         methods = [("default", None), *[(f"fedavg-{n}", None) for n in _fixed_ns(N, quick)],
                    *(candidates or {}).items()]  # fmt: skip
-        todo += [(name, m, seed, rounds, eval_every, c) for seed in seeds for m, c in methods]
+        todo += [(name, m, seed, rounds, eval_every, c, quick) for seed in seeds
+                 for m, c in methods]  # fmt: skip
     return todo
 
 
@@ -159,7 +161,7 @@ def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int
 
     todo = plan(settings, seeds, quick=quick, candidates=candidates)
     parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
-        joblib.delayed(_job)(*t, store, progress) for t in todo)
+        joblib.delayed(_job)(*t, store, progress) for t in todo)  # t ends with quick
     rows = [r for part, _ in parts for r in part]
     arms = [a for _, part in parts for a in part]
     return rows, arms
@@ -168,16 +170,24 @@ def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int
 # -- summary ---------------------------------------------------------------------------------------------
 def final_losses(rows: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
     """Per method and seed: the training loss averaged over the last :data:`LAST` of the run's
-    evaluations."""
-    per: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    evaluations (in a total-budget setting, whose rounds cost what their clients do: over the
+    evaluations after (1 − LAST) of the run's cost)."""
+    per: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
+    total: dict[tuple[str, int], bool] = {}
     for r in rows:
-        per.setdefault((r["method"], int(r["seed"])), []).append((int(r["round"]),
-                                                                  float(r["train_loss"])))  # fmt: skip
+        key = (r["method"], int(r["seed"]))
+        setting = SETTINGS.get(r.get("setting", ""))
+        total[key] = setting is not None and setting.total_budget is not None
+        cost = float(r["cost"]) if total[key] else float(r["round"])
+        per.setdefault(key, []).append((int(r["round"]), cost, float(r["train_loss"])))
     out: dict[str, dict[int, float]] = {}
     for (m, seed), pts in per.items():
         pts.sort()
-        k = max(1, round(LAST * len(pts)))
-        out.setdefault(m, {})[seed] = float(np.mean([v for _, v in pts[-k:]]))
+        if total[(m, seed)]:
+            last = [v for _, c, v in pts if c >= (1.0 - LAST) * pts[-1][1]]
+        else:
+            last = [v for _, _, v in pts[-max(1, round(LAST * len(pts))):]]
+        out.setdefault(m, {})[seed] = float(np.mean(last))
     return out
 
 
@@ -227,6 +237,22 @@ def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
     return "\n".join(lines)
 
 
+def _on_a_cost_grid(pts: list[dict[str, Any]]) -> tuple[np.ndarray, list[list[float]]]:
+    """One method's losses by cost, a list of the seeds' values per point: at the recorded
+    costs where every seed has the same (a per-round budget), else each seed's run
+    interpolated on 60 costs up to the least final cost."""
+    seeds: dict[int, list[tuple[float, float]]] = {}
+    for r in pts:
+        seeds.setdefault(int(r["seed"]), []).append((float(r["cost"]), float(r["train_loss"])))
+    runs = [sorted(v) for v in seeds.values()]
+    costs = sorted({c for run in runs for c, _ in run})
+    if all(len(run) == len(costs) for run in runs):
+        return np.array(costs), [[run[i][1] for run in runs] for i in range(len(costs))]
+    grid = np.linspace(max(run[0][0] for run in runs), min(run[-1][0] for run in runs), 60)
+    values = [np.interp(grid, [c for c, _ in run], [v for _, v in run]) for run in runs]
+    return grid, [[v[i] for v in values] for i in range(grid.size)]
+
+
 def plot(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path_stem: Path) -> None:
     """Each setting's training loss over cost: the default, the best and the median fixed n
     (bands ±2 SE over seeds), the other fixed n in grey."""
@@ -249,11 +275,8 @@ def plot(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path_
         show = {"default": ("C0", "default"), fixed[0]: ("C1", f"{fixed[0]} (best)"),
                 median: ("C4", f"{median} (median)")}  # fmt: skip
         for m in sorted({r["method"] for r in mine}):
-            pts = [r for r in mine if r["method"] == m]
-            rounds = sorted({int(r["round"]) for r in pts})
-            table_ = [[float(r["train_loss"]) for r in pts if int(r["round"]) == t] for t in rounds]
+            cost, table_ = _on_a_cost_grid([r for r in mine if r["method"] == m])
             mean = np.array([np.mean(v) for v in table_])
-            cost = np.array(rounds, float) * 100.0
             if m in show:
                 se = np.array([np.std(v, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
                                for v in table_])  # fmt: skip

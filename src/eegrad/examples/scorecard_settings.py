@@ -25,6 +25,24 @@ setting changes one thing a Flower user's federation can differ in:
                      comes to dominate, so the best n changes during the run
 ===================  =========================================================================
 
+Three more settings run the total-budget mode (``EEGradStrategy(total_budget=...)``): the
+clients train as Flower's quickstarts do — E epochs over all of their own data, sent no share —
+and a round of n costs what its clients report plus D(n); every method runs until the same
+total budget is spent, FedAvg at a fixed n as Flower's own ``FedAvg`` inside
+``EEGradStrategy(total_budget=..., selector=FixedArm(n))``:
+
+===================  =========================================================================
+``quickstart``       (i) a PyTorch CNN, one epoch over each client's data in mini-batches of 32,
+                     SGD with momentum 0.9 (Flower's PyTorch quickstart); a client costs its
+                     samples × 0.01 (``num-examples``), D(n) = 1 + 0.05 (n − 1)
+``fixed-cost``       (j) softmax regression, two full-batch local epochs, the same client cost
+                     and a fixed cost a round, D(n) = 4 + 0.05 (n − 1): rounds of few clients waste
+                     it, so the best n is inside the range
+``wall-clock``       (k) the same model with wall-clock cost: a round lasts as long as its
+                     slowest client (samples / speed, a fifth of the clients 6× slower:
+                     stragglers) plus 1 s of the server's
+===================  =========================================================================
+
 A setting builds, for one seed, a :class:`Federation`: the ClientApp, the initial model, the
 evaluation (the training loss on the pooled training data and the test accuracy), and the two
 kinds of strategy — Flower's own ``FedAvg`` at a fixed n (with the share in its
@@ -72,6 +90,13 @@ class Setting:
     quick_rounds: int
     eval_every: int = 1
     options: dict[str, Any] = field(default_factory=dict)
+    #: The run's total budget (the total-budget mode; ``rounds`` is then only a cap), or None.
+    total_budget: float | None = None
+    quick_total_budget: float | None = None
+
+    def budget_for(self, quick: bool) -> float | None:
+        """The total budget of a run (None: a per-round budget)."""
+        return self.quick_total_budget if quick else self.total_budget
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
@@ -92,6 +117,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             options={"K": 200, "dp": True}),
     Setting("minibatch-drift", "h", "softmax, 20 clients, mini-batches of 8, a long run",
             "softmax", 160, 40, eval_every=2, options={"batch_size": 8, "lr": 0.3}),
+    Setting("quickstart", "i", "PyTorch CNN, clients' own epoch in batches of 32, total budget",
+            "torch-total", 5000, 5000, total_budget=150.0, quick_total_budget=40.0,
+            options={"D0": 1.0}),
+    Setting("fixed-cost", "j", "softmax, clients' own 2 epochs, D(1) = 4, total budget",
+            "softmax-total", 5000, 5000, total_budget=400.0, quick_total_budget=100.0,
+            options={"D0": 4.0}),
+    Setting("wall-clock", "k", "softmax, wall clock: the slowest client, stragglers",
+            "softmax-total", 5000, 5000, total_budget=600.0, quick_total_budget=150.0,
+            options={"D0": 1.0, "wall_clock": True}),
 )}  # fmt: skip
 
 
@@ -143,6 +177,9 @@ class Federation:
     initial: Callable[[], Any]
     evaluate: Callable[[Any], tuple[float, float]]
     private: bool = False
+    #: The total-budget mode: the run's budget and how a client's cost is read.
+    total_budget: float | None = None
+    total: dict[str, Any] = field(default_factory=dict)
 
     def share(self, n: int) -> float:
         """Each client's share (B − D(n))/n."""
@@ -155,6 +192,13 @@ class Federation:
 
         if n > self.N:
             raise fail("n", "Federation.fixed", f"<= N = {self.N}", n)
+        if self.total_budget is not None:  # Flower's FedAvg at n, until the budget is spent
+            from .. import FixedArm
+            from ..flower import EEGradStrategy
+
+            return EEGradStrategy(total_budget=self.total_budget, aggregation=self.aggregation,
+                                  selector=FixedArm(n), strategy=FedAvg(fraction_evaluate=0.0),
+                                  min_available_nodes=self.K, **self.total), {}  # fmt: skip
         config = {"budget-share": self.share(n)}
         if not self.private:
             return FedAvg(fraction_train=n / self.K, min_train_nodes=n,
@@ -167,6 +211,9 @@ class Federation:
         ε = 8 when private); ``kwargs`` override its defaults (candidate rules)."""
         from ..flower import CentralDP, EEGradStrategy
 
+        if self.total_budget is not None:
+            return EEGradStrategy(total_budget=self.total_budget, aggregation=self.aggregation,
+                                  rng=rng, min_available_nodes=self.K, **{**self.total, **kwargs})  # fmt: skip
         if self.private:
             kwargs.setdefault("privacy", CentralDP("auto", DP_CLIP, DP_DELTA,
                                                    max_epsilon=DP_EPSILON, rounds=rounds))  # fmt: skip
@@ -310,11 +357,132 @@ def _torch(seed: int, *, net: str, epochs: int, lr: float, batch_size: int | Non
     return Federation(K, N, c_min, agg, client_app, initial, evaluate)
 
 
-def federation(name: str, seed: int, rounds: int) -> Federation:
-    """The federation of setting ``name`` for ``seed`` (runs of ``rounds`` rounds)."""
+PER_SAMPLE = 0.01  # the total-budget settings: a client's cost per sample it trained on
+
+
+def _quickstart_epoch(seed: int, pid: int, config: Any) -> np.random.Generator:
+    """A client's shuffle in a round of a method (its own stream, whatever ran before)."""
+    return np.random.default_rng([seed, pid, int(config["server-round"]),
+                                  int(config.get("method-id", 0)), 13])  # fmt: skip
+
+
+def _softmax_total(seed: int, *, D0: float, K: int = 20, epochs: int = 2, lr: float = 0.5,
+                   wall_clock: bool = False, total_budget: float,
+                   rounds: int = 0) -> Federation:  # fmt: skip
+    """Softmax regression whose clients train as a quickstart does: ``epochs`` full-batch
+    epochs over all their own data, no share; a client costs its samples × :data:`PER_SAMPLE`
+    (``num-examples``), or with ``wall_clock`` its seconds (samples × epochs / speed, a fifth of
+    the clients 6× slower), and a round D(n) = D0 + 0.05 (n − 1) more."""
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    data = _digits(seed, K)
+    rng = np.random.default_rng([seed, 17, K])
+    speed = 40.0 * rng.lognormal(0.0, 0.3, K)
+    speed[rng.choice(K, K // 5, replace=False)] /= 6.0  # stragglers
+    X, y, clients = data["X"], data["y"], data["clients"]
+    dim = (X.shape[1] + 1) * 10
+
+    def client_app() -> Any:
+        app = ClientApp()
+
+        @app.train()
+        def train(msg: Any, context: Any) -> Any:  # a client that trains its own way
+            pid = int(context.node_config["partition-id"])
+            w = msg.content["arrays"]["w"].numpy().copy()
+            idx = clients[pid]
+            for _ in range(epochs):
+                loss, g = softmax_loss_grad(w, X[idx], y[idx])
+                w -= lr * g
+            metrics = {"train_loss": float(loss), "num-examples": int(idx.size),
+                       "seconds": float(idx.size * epochs / speed[pid])}  # fmt: skip
+            return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
+                                       "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
+
+        return app
+
+    def evaluate(arrays: Any) -> tuple[float, float]:
+        w = arrays["w"].numpy()
+        loss, _ = softmax_loss_grad(w, X, y)
+        return float(loss), softmax_accuracy(w, data["X_test"], data["y_test"])
+
+    total = ({"cost_metric": "seconds", "round_cost": "slowest"} if wall_clock else
+             {"cost_metric": "num-examples", "cost_scale": PER_SAMPLE})  # fmt: skip
+    return Federation(K, K, 0.0, LinearAggregation(b=0.05, fixed=D0), client_app,
+                      lambda: ArrayRecord({"w": Array(np.zeros(dim))}), evaluate,
+                      total_budget=total_budget, total=total)  # fmt: skip
+
+
+def _torch_total(seed: int, *, D0: float, K: int = 20, lr: float = 0.05,
+                 total_budget: float, rounds: int = 0) -> Federation:  # fmt: skip
+    """Flower's PyTorch quickstart's client: one epoch over all its data in mini-batches of
+    32, SGD with momentum 0.9, no share; a client costs its samples × :data:`PER_SAMPLE`, a
+    round D(n) = D0 + 0.05 (n − 1) more."""
+    import torch
+    import torch.nn.functional as F
+    from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    data = _digits(seed, K)
+    X = torch.as_tensor(data["X"].reshape(-1, 1, 8, 8), dtype=torch.float32)
+    y = torch.as_tensor(data["y"], dtype=torch.int64)
+    X_test = torch.as_tensor(data["X_test"].reshape(-1, 1, 8, 8), dtype=torch.float32)
+    y_test = torch.as_tensor(data["y_test"], dtype=torch.int64)
+    clients = data["clients"]
+
+    def client_app() -> Any:
+        app = ClientApp()
+
+        @app.train()
+        def train(msg: Any, context: Any) -> Any:  # the quickstart's train, unchanged
+            pid = int(context.node_config["partition-id"])
+            config = msg.content["config"]
+            net = _network("cnn")
+            net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+            opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+            idx = clients[pid][_quickstart_epoch(seed, pid, config).permutation(clients[pid].size)]
+            total = 0.0
+            for i in range(0, idx.size, 32):
+                batch = torch.as_tensor(idx[i:i + 32])
+                opt.zero_grad()
+                loss = F.cross_entropy(net(X[batch]), y[batch])
+                loss.backward()
+                opt.step()
+                total += float(loss) * batch.numel()
+            metrics = {"train_loss": total / idx.size, "num-examples": int(idx.size)}
+            return Message(RecordDict({"arrays": ArrayRecord(net.state_dict()),
+                                       "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
+
+        return app
+
+    def initial() -> Any:
+        torch.manual_seed(seed)
+        return ArrayRecord(_network("cnn").state_dict())
+
+    def evaluate(arrays: Any) -> tuple[float, float]:
+        model = _network("cnn")
+        model.load_state_dict(arrays.to_torch_state_dict())
+        model.eval()
+        with torch.no_grad():
+            loss = float(F.cross_entropy(model(X), y))
+            acc = float((model(X_test).argmax(dim=1) == y_test).float().mean())
+        return loss, acc
+
+    return Federation(K, K, 0.0, LinearAggregation(b=0.05, fixed=D0), client_app, initial,
+                      evaluate, total_budget=total_budget,
+                      total={"cost_metric": "num-examples", "cost_scale": PER_SAMPLE})  # fmt: skip
+
+
+_BUILDERS = {"softmax": _softmax, "torch": _torch, "softmax-total": _softmax_total,
+             "torch-total": _torch_total}  # fmt: skip
+
+
+def federation(name: str, seed: int, rounds: int, quick: bool = False) -> Federation:
+    """The federation of setting ``name`` for ``seed`` (runs of ``rounds`` rounds; a
+    total-budget setting's budget is its quick one with ``quick``)."""
     setting = SETTINGS[check_settings(name)[0]]
-    build = _softmax if setting.kind == "softmax" else _torch
-    return build(seed, rounds=rounds, **setting.options)
+    extra = {} if setting.total_budget is None else {"total_budget": setting.budget_for(quick)}
+    return _BUILDERS[setting.kind](seed, rounds=rounds, **setting.options, **extra)
 
 
 def method_id(setting: str, method: str) -> int:
