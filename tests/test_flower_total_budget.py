@@ -139,7 +139,7 @@ def test_a_reply_without_the_cost_metric_is_an_error_naming_node_round_and_metri
 def test_a_negative_or_non_finite_cost_is_an_error_naming_the_node(value):
     s = EEGradStrategy(total_budget=50.0, cost_metric="c")
     app = _quickstart_app(cost=lambda pid: {"c": value if pid == 3 else 1.0})
-    with pytest.raises(ClientUpdateError, match=r"node \d+ at server round 1 reports a cost"):
+    with pytest.raises(ClientUpdateError, match=r"node \d+ at server round \d+ reports a cost"):
         _run(s, app)
 
 

@@ -128,11 +128,12 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
     federations, ``eegrad example flower-scorecard``; the federated guide). ``per_cost`` (a
     total budget, whose rounds cost more with more clients): :class:`~eegrad.ProgressThompson`
-    with the objective ``"decrease-per-cost"``, the release's noise told where there is one.
+    with the objective ``"horizon"`` (the loss left when the budget is spent on rounds of n),
+    the release's noise told where there is one.
     """
-    if per_cost:  # a total budget: the decrease per unit of cost, the release's noise known
+    if per_cost:  # a total budget: the loss left when it is spent, the release's noise known
         return ProgressThompson(population=population, spend=spend, discount=discount,
-                                noise_order=DEFAULT_NOISE_ORDER, objective="decrease-per-cost",
+                                noise_order=DEFAULT_NOISE_ORDER, objective="horizon",
                                 release_noise=release_noise)  # fmt: skip
     extra = {} if release_noise is None else {"release_noise": release_noise}
     return _default_rule_class(release_noise is not None)(
@@ -148,7 +149,7 @@ def _default_rule_class(private: bool) -> type[SpreadThompson]:
 def default_rule_name(private: bool, per_cost: bool = False) -> str:
     """How a checkpoint's fingerprint names the default every-round rule."""
     if per_cost:
-        return f"default (ProgressThompson, decrease-per-cost, noise_order={DEFAULT_NOISE_ORDER})"
+        return f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER})"
     return (f"default ({_default_rule_class(private).__name__}, "
             f"noise_order={DEFAULT_NOISE_ORDER})")  # fmt: skip
 
@@ -171,9 +172,9 @@ class EEGradStrategy(Strategy):
     total_budget : float, optional
         The run's total budget (client-hours, energy, money, seconds): the clients are sent no
         share and train as they always do; a round of n costs its clients' reported costs
-        (``round_cost``) plus D(n); n is chosen for the expected progress per unit of cost
-        (the default rule: :class:`~eegrad.ProgressThompson` with
-        ``objective="decrease-per-cost"``), among the n the budget left affords even if its
+        (``round_cost``) plus D(n); n is chosen for the loss left when the budget is spent
+        (the default rule: :class:`~eegrad.ProgressThompson` with ``objective="horizon"``),
+        among the n the budget left affords even if its
         clients cost as much as the costliest seen; the run ends before a round it cannot
         afford so (give a ``num_rounds`` large enough to spend the budget), and the records
         gain ``budget_left``. A budget below one round of
@@ -586,7 +587,7 @@ class EEGradStrategy(Strategy):
                 )
             most = int(affordable.max()) + 1
             if state.estimator.selector.uses_costs:
-                state.estimator.selector.tell_costs(np.maximum(expected, 1e-12))
+                state.estimator.selector.tell_costs(np.maximum(expected, 1e-12), budget_left=left)
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:

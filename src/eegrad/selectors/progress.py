@@ -66,7 +66,9 @@ __all__ = ["ProgressThompson"]
 
 _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost")
+_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost", "horizon")
+_CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios (horizon)
+_CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 
 
@@ -88,7 +90,7 @@ class ProgressThompson(SpreadThompson):
         Degree of the log-signal's curve in the centred log-spend (0: the same signal for every
         arm; 1, the default: a signal that grows or falls as a power of the share; 2: with a
         bend).
-    objective : {"decrease", "signal-fraction", "decrease-per-cost"}
+    objective : {"decrease", "signal-fraction", "decrease-per-cost", "horizon"}
         What the rule maximises: ``"decrease"`` (default), the expected decrease
         :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes;
         ``"signal-fraction"``, :math:`x_n s_n/(s_n + v_n)`, the update's length times its share
@@ -98,7 +100,15 @@ class ProgressThompson(SpreadThompson):
         budget whose rounds cost more with more clients: over the budget the decrease adds up
         to :math:`\sum_t D_{n_t}` at :math:`\sum_t c_{n_t}`, whose best rate is the largest
         :math:`D_n/c_n` (among the arms of positive expected decrease; where none has, the
-        largest decrease). Before costs are told, ``"decrease"``.
+        largest decrease). Before costs are told, ``"decrease"``. ``"horizon"``: with the
+        costs and the budget left :math:`B` told, the excess loss left when :math:`B` is spent
+        on rounds of n alone (:meth:`horizon_loss`): a cheap arm buys more rounds, and on a
+        quadratic whose excess contracts by :math:`\rho` a round the noise's damage decays
+        with them, so that where training is far from its noise floor the cheap rounds win
+        (:math:`\rho` is the signal level's measured contraction, :meth:`contraction`). Both
+        cost objectives choose on the fitted noise, not a draw, and warm up on rounds of two
+        clients (the arms share one per-client update: any round's spread informs them all);
+        until the contraction is known, ``"horizon"`` asks two clients.
     shape_discount : float
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
@@ -126,7 +136,7 @@ class ProgressThompson(SpreadThompson):
         if objective not in _OBJECTIVES:
             raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
         self.objective = objective
-        self.uses_costs = objective == "decrease-per-cost"
+        self.uses_costs = objective in ("decrease-per-cost", "horizon")
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
@@ -141,6 +151,11 @@ class ProgressThompson(SpreadThompson):
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence of noise, signal or persistence yet."""
         super().init(R, N, d, truth, streams)
+        if self.uses_costs and N > 1:
+            # Rounds that cost more with n: the warm-up takes the cheapest rounds with a spread
+            # (n = 2), not the spread rule's round of all N (the arms share one per-client
+            # update, so any round's spread informs them all).
+            self.warmup = [1, 1, 1]
         k = self.signal_degree + 1
         log_spend = np.log(self._spend)
         span = float(log_spend.max() - log_spend.min())
@@ -168,11 +183,19 @@ class ProgressThompson(SpreadThompson):
         self._persist_b = np.zeros((R, 2))
         self._last = None  # (x, v) of the last round told a signal
         self._costs = None  # the expected cost of a round of every arm (tell_costs)
+        self._budget_left = None  # what the run has left to spend (tell_costs)
+        # The signal level's contraction per round: its smoothed log-level and the discounted
+        # mean of that one's changes (horizon).
+        self._level_last = np.full(R, np.nan)
+        self._contraction_sum = np.zeros(R)
+        self._contraction_weight = np.zeros(R)
+        self._contraction_rounds = np.zeros(R)
 
     # -- tell --------------------------------------------------------------------------------------
-    def tell_costs(self, costs: Any) -> None:
+    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
         """Tell the expected cost :math:`c_n > 0` of a round of every arm, shape (N,), for the
-        ``"decrease-per-cost"`` objective (refused for the others)."""
+        ``"decrease-per-cost"`` and ``"horizon"`` objectives (refused for the others), and what
+        the run has left to spend (``"horizon"``)."""
         if not self.uses_costs:
             super().tell_costs(costs)
         if self._shape is None:
@@ -182,6 +205,8 @@ class ProgressThompson(SpreadThompson):
         if np.any(c <= 0):
             raise fail("costs", "ProgressThompson.tell_costs", "costs > 0 for every arm", c)
         self._costs = c.copy()
+        self._budget_left = None if budget_left is None else check_real(
+            budget_left, "budget_left", "ProgressThompson.tell_costs", ge=0)  # fmt: skip
 
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
         r"""Tell the last pull's mean (after its parts were told): its squared norm
@@ -233,6 +258,7 @@ class ProgressThompson(SpreadThompson):
         self._shape_ss[rows, cols] += (qr * r * r)[known]
         self._shape_rounds[rows, cols] += 1.0
         self._fit_signal()
+        self._track_contraction()
         x = np.sqrt(self.signal()[self._rows, arms])
         self._persist_A *= lam
         self._persist_b *= lam
@@ -251,6 +277,56 @@ class ProgressThompson(SpreadThompson):
             self._persist_A += w[:, None, None] * f[:, :, None] * f[:, None, :]
             self._persist_b += w[:, None] * f * zhat[:, None]
         self._last = (x, v)
+
+    def _track_contraction(self) -> None:
+        """Fold the round's signal level into the smoothed log-level (memory
+        :data:`_CONTRACTION_MEMORY`: one round's level is a noisy fit, which a round of few
+        clients can put far off), and its change into the contraction's discounted mean."""
+        level = self.signal().max(axis=1)
+        ok = self._fitted & (level > 0)
+        lam = _CONTRACTION_MEMORY
+        with np.errstate(invalid="ignore", divide="ignore"):
+            log_level = np.where(ok, np.log(level), np.nan)
+        before = self._level_last  # the smoothed log-level (NaN: none yet)
+        first = ok & ~np.isfinite(before)
+        smooth = np.where(first, log_level,
+                          np.where(ok, lam * before + (1.0 - lam) * log_level, before))  # fmt: skip
+        step = ok & ~first
+        change = np.where(step, smooth - np.where(np.isfinite(before), before, 0.0), 0.0)
+        self._contraction_sum = np.where(step, lam * self._contraction_sum + change,
+                                         self._contraction_sum)  # fmt: skip
+        self._contraction_weight = np.where(step, lam * self._contraction_weight + 1.0,
+                                            self._contraction_weight)  # fmt: skip
+        self._contraction_rounds += step
+        self._level_last = smooth
+
+    def contraction(self) -> np.ndarray:
+        r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, the discounted
+        mean of the smoothed log-level's changes, in [0.8, 0.9999] (NaN until a few rounds have
+        shown it)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.exp(self._contraction_sum / self._contraction_weight)
+        rho = np.clip(rho, 0.8, 0.9999)
+        return np.where(self._contraction_rounds >= _CONTRACTION_ROUNDS, rho, np.nan)
+
+    def horizon_loss(self, noise: np.ndarray) -> np.ndarray:
+        r"""The ``"horizon"`` objective, shape (R, N): the excess loss left when the budget is
+        spent on rounds of n alone, relative to today's, on a quadratic whose excess contracts
+        by :math:`
+ho` a round, :math:`H_n = B_{left}/c_n` rounds:
+        :math:`
+ho^{H_n} + (1-\sqrt
+ho)^2 (v_n/s)(1-
+ho^{H_n})/(1-
+ho)` (NaN where
+        unknown)."""
+        rho = self.contraction()[:, None]
+        s = np.exp(self._level_last)[:, None]  # the smoothed level
+        H = self._budget_left / self._costs[None, :]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            decay = rho**H
+            floor = (1.0 - np.sqrt(rho)) ** 2 * (noise / s) * (1.0 - decay) / (1.0 - rho)
+        return decay + floor
 
     def forget_persistence(self) -> None:
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
@@ -430,7 +506,14 @@ class ProgressThompson(SpreadThompson):
             d = self.signal_fraction_progress(signal, noise)
         else:
             d = self.progress(signal, noise, self.curvature())
-            if self.objective == "decrease-per-cost" and self._costs is not None:
+            if self.objective == "horizon" and self._costs is not None and \
+                    self._budget_left is not None:  # fmt: skip
+                end = self.horizon_loss(noise)
+                known = np.all(np.isfinite(end), axis=1, keepdims=True)
+                # until the contraction is known: the cheapest round with a spread, n = 2
+                cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
+                d = np.where(known, -end, cheapest)
+            elif self.uses_costs and self._costs is not None:
                 # the best rate among the arms that decrease; where none does, the least harm
                 rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
                 d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
