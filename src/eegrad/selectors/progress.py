@@ -312,14 +312,9 @@ class ProgressThompson(SpreadThompson):
     def horizon_loss(self, noise: np.ndarray) -> np.ndarray:
         r"""The ``"horizon"`` objective, shape (R, N): the excess loss left when the budget is
         spent on rounds of n alone, relative to today's, on a quadratic whose excess contracts
-        by :math:`
-ho` a round, :math:`H_n = B_{left}/c_n` rounds:
-        :math:`
-ho^{H_n} + (1-\sqrt
-ho)^2 (v_n/s)(1-
-ho^{H_n})/(1-
-ho)` (NaN where
-        unknown)."""
+        by :math:`\rho` a round, :math:`H_n = B_{left}/c_n` rounds:
+        :math:`\rho^{H_n} + (1-\sqrt\rho)^2 (v_n/s)(1-\rho^{H_n})/(1-\rho)`, with ``noise``
+        the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
         rho = self.contraction()[:, None]
         s = np.exp(self._level_last)[:, None]  # the smoothed level
         H = self._budget_left / self._costs[None, :]
