@@ -300,6 +300,24 @@ def _network(net: str) -> Any:
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
+def _torch_evaluate(net: str, X: Any, y: Any, X_test: Any,
+                    y_test: Any) -> Callable[[Any], tuple[float, float]]:  # fmt: skip
+    """(training loss on the pooled training data, test accuracy) of a model's arrays."""
+    import torch
+    import torch.nn.functional as F
+
+    def evaluate(arrays: Any) -> tuple[float, float]:
+        model = _network(net)
+        model.load_state_dict(arrays.to_torch_state_dict())
+        model.eval()
+        with torch.no_grad():
+            loss = float(F.cross_entropy(model(X), y))
+            acc = float((model(X_test).argmax(dim=1) == y_test).float().mean())
+        return loss, acc
+
+    return evaluate
+
+
 def _torch(seed: int, *, net: str, epochs: int, lr: float, batch_size: int | None = None,
            momentum: float = 0.0, K: int = 20, rounds: int = 60) -> Federation:  # fmt: skip
     """A PyTorch model trained by :func:`~eegrad.flower.budgeted_torch_train` (E local epochs
@@ -345,16 +363,8 @@ def _torch(seed: int, *, net: str, epochs: int, lr: float, batch_size: int | Non
         torch.manual_seed(seed)
         return ArrayRecord(_network(net).state_dict())
 
-    def evaluate(arrays: Any) -> tuple[float, float]:
-        model = _network(net)
-        model.load_state_dict(arrays.to_torch_state_dict())
-        model.eval()
-        with torch.no_grad():
-            loss = float(F.cross_entropy(model(X), y))
-            acc = float((model(X_test).argmax(dim=1) == y_test).float().mean())
-        return loss, acc
-
-    return Federation(K, N, c_min, agg, client_app, initial, evaluate)
+    return Federation(K, N, c_min, agg, client_app, initial,
+                      _torch_evaluate(net, X, y, X_test, y_test))
 
 
 PER_SAMPLE = 0.01  # the total-budget settings: a client's cost per sample it trained on
@@ -459,17 +469,8 @@ def _torch_total(seed: int, *, D0: float, K: int = 20, lr: float = 0.05,
         torch.manual_seed(seed)
         return ArrayRecord(_network("cnn").state_dict())
 
-    def evaluate(arrays: Any) -> tuple[float, float]:
-        model = _network("cnn")
-        model.load_state_dict(arrays.to_torch_state_dict())
-        model.eval()
-        with torch.no_grad():
-            loss = float(F.cross_entropy(model(X), y))
-            acc = float((model(X_test).argmax(dim=1) == y_test).float().mean())
-        return loss, acc
-
     return Federation(K, K, 0.0, LinearAggregation(b=0.05, fixed=D0), client_app, initial,
-                      evaluate, total_budget=total_budget,
+                      _torch_evaluate("cnn", X, y, X_test, y_test), total_budget=total_budget,
                       total={"cost_metric": "num-examples", "cost_scale": PER_SAMPLE})  # fmt: skip
 
 
