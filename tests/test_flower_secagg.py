@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
-from flwr.app import Array, ArrayRecord, Message
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.common import FitIns, ndarrays_to_parameters
@@ -16,6 +16,7 @@ from flwr.compat.common import recorddict_compat as compat
 
 from eegrad import FixedArm, InvalidParameterError
 from eegrad.flower import (
+    ClientUpdateError,
     DeviceCost,
     EEGradStrategy,
     LocalGrid,
@@ -54,16 +55,41 @@ def _secagg_app():
     return app
 
 
+def _own_training_app():
+    """Clients that train their own way (two steps on a batch of their own), as a total budget
+    has them: their reply's num-examples and cost (samples × 0.01) in its metrics."""
+    def train(msg, context):
+        pid = int(context.node_config["partition-id"])
+        w = msg.content["arrays"][next(iter(msg.content["arrays"].keys()))].numpy()
+        b = 10 + 5 * pid
+        for _ in range(2):
+            w = w - LR * _gradient([w], b, context, msg.content["config"])[0]
+        return Message(RecordDict({"arrays": ArrayRecord({"0": Array(w)}), "metrics": MetricRecord(
+            {"num-examples": b, "cost": 0.01 * b})}), reply_to=msg)  # fmt: skip
+
+    app = ClientApp(mods=[secaggplus_mod])
+    app.train()(secaggplus_train(train))
+    return app
+
+
 def _sums_app():
     app = ClientApp()
     app.train()(with_spread_sums(_train()))
     return app
 
 
+_ARGS = {"budget": 40.0, "c_min": 1.5, "aggregation": lambda n: 0.5 * (n - 1.0), "rng": 3}
+
+
 def _strategy(**kw):
-    args = {"budget": 40.0, "c_min": 1.5, "aggregation": lambda n: 0.5 * (n - 1.0), "rng": 3,
-            "secure_sums": True}  # fmt: skip
-    return EEGradStrategy(**(args | kw))
+    return EEGradStrategy(**(_ARGS | {"secure_sums": True} | kw))
+
+
+class _AtLeastTwo(EEGradStrategy):
+    """Runs started as Flower's start does, with SecAgg+'s floor of two clients a round."""
+
+    def begin_run(self, *args, **kw):
+        return super().begin_run(*args, **(kw | {"min_clients": 2}))
 
 
 def _model():
@@ -77,8 +103,7 @@ def test_secaggplus_makes_the_choices_of_the_plain_sums_mode():
     rounds)."""
     rounds = 10
     np.random.seed(0)  # noqa: NPY002 - Flower's stochastic rounding draws from NumPy's global stream
-    plain = _strategy()
-    plain._min_clients = 2  # SecAgg+ needs two clients: the same floor on both sides
+    plain = _AtLeastTwo(**(_ARGS | {"secure_sums": True}))  # SecAgg+'s floor on both sides
     ref = plain.start(grid=LocalGrid(_sums_app(), K, seed=2), initial_arrays=_model(),
                       num_rounds=rounds)  # fmt: skip
     ours = _strategy()
@@ -100,7 +125,8 @@ def test_the_spread_from_secaggplus_is_unbiased_after_the_quantization_correctio
 
     keys, model = ["w"], [np.zeros(3)]
     means = [np.array([0.5, -0.2, 0.1]), np.array([8.0 * 0.3 / 50.0])]
-    fold = SecAggFold(1, keys, model, means=means, weights=[10.0, 20.0, 30.0], costs=[1, 1, 1],
+    fold = SecAggFold(1, keys, model, means=means, weights=[10.0, 20.0, 30.0],
+                      node_costs={1: 1.0, 2: 1.0, 3: 1.0},
                       clip=8.0, norm2_bound=50.0, quantization_range=2**22, max_weight=40.0,
                       arrayrecord_key="arrays", weighted_by_key="num-examples")  # fmt: skip
     sums = fold.sums()
@@ -185,3 +211,25 @@ def test_a_client_without_the_bounds_fails_clearly():
     msg = Message(content, dst_node_id=grid.node_ids[0], message_type="train")
     with pytest.raises(InvalidParameterError, match="start_secaggplus"):
         train(msg, grid.contexts[grid.node_ids[0]])
+
+
+def test_a_total_budget_run_under_secaggplus_ends_when_the_budget_is_spent():
+    """A total budget under SecAgg+: the run ends, as start's does, before the round it cannot
+    afford (strategy.stopped says so), with the rounds it ran and never more spent."""
+    s = _strategy(budget=None, c_min=None, total_budget=30.0,
+                  aggregation=lambda n: 1.0 + 0 * np.asarray(n))  # fmt: skip
+    res = start_secaggplus(s, LocalGrid(_own_training_app(), K, seed=2), _model(), 1000,
+                           **SECAGG)  # fmt: skip
+    assert "budget left" in s.stopped
+    assert s.records[-1]["cost"] <= 60.0
+    assert all(r["secure_aggregation"] == "completed" for r in s.records)
+    assert sorted(res.train_metrics_clientapp) == [r["server_round"] for r in s.records]
+
+
+def test_under_secaggplus_a_reply_without_the_cost_metric_is_an_error_naming_it():
+    """With a total budget the clients' costs are read from their (plaintext) metrics under
+    SecAgg+ too: one the clients do not report is an error naming the node, the round and the
+    metric, not a silent NaN."""
+    s = _strategy(budget=None, c_min=None, total_budget=60.0, cost_metric="energy")
+    with pytest.raises(ClientUpdateError, match=r"node \d+ at server round 1 has no 'energy'"):
+        start_secaggplus(s, LocalGrid(_own_training_app(), K, seed=2), _model(), 5, **SECAGG)

@@ -34,7 +34,7 @@ from .model_arrays import array_view
 from .privacy import PrivateRounds
 
 __all__ = ["ClientUpdateError", "PlainFold", "PrivateFold", "RoundFold", "SumsFold",
-           "read_reply"]  # fmt: skip
+           "read_reply", "reply_cost"]  # fmt: skip
 
 
 class ClientUpdateError(InvalidParameterError):
@@ -81,20 +81,30 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
         raise ClientUpdateError(
             f"The reply of {where} reports {weighted_by_key} = {weight!r}; it must be > 0."
         )
+    cost = reply_cost(metrics, where, cost_metric=cost_metric, cost_scale=cost_scale,
+                      required=cost_required)
+    return arrays, weight, cost, metrics
+
+
+def reply_cost(metrics: Any, where: str, *, cost_metric: str = "cost", cost_scale: float = 1.0,
+               required: bool = False) -> float:  # fmt: skip
+    """A reply's cost: ``cost_scale`` times its metric ``cost_metric`` (NaN where absent, unless
+    ``required``: then an error naming ``where`` — the node and the round — and the metric);
+    a negative or non-finite cost is an error naming ``where``."""
     if cost_metric not in metrics:
-        if cost_required:
+        if required:
             raise ClientUpdateError(
                 f"The reply of {where} has no {cost_metric!r} metric: with a total budget every "
                 f"client reports what its training cost (cost_metric={cost_metric!r})."
             )
-        return arrays, weight, float("nan"), metrics
+        return float("nan")
     cost = cost_scale * float(metrics[cost_metric])
     if not np.isfinite(cost) or cost < 0:
         raise ClientUpdateError(
             f"The reply of {where} reports a cost of {cost!r} ({cost_metric!r} × {cost_scale:g});"
             " it must be finite and >= 0."
         )
-    return arrays, weight, cost, metrics
+    return cost
 
 
 class RoundFold:
@@ -121,20 +131,22 @@ class RoundFold:
         self._keys = {"arrayrecord_key": arrayrecord_key, "weighted_by_key": weighted_by_key,
                       **(cost or {})}  # fmt: skip
         self.weighted_by_key = weighted_by_key
-        #: Each folded reply's reported cost (NaN where it reported none).
-        self.costs: list[float] = []
-        #: The same by node id.
+        #: Each folded reply's reported cost (NaN where it reported none), by node id.
         self.node_costs: dict[int, float] = {}
         self._metric_sums: dict[str, Any] = {}
 
     @property
+    def costs(self) -> list[float]:
+        """The folded replies' reported costs (NaN where a reply reported none)."""
+        return list(self.node_costs.values())
+
+    @property
     def replied(self) -> int:
         """The replies folded."""
-        return len(self.costs)
+        return len(self.node_costs)
 
     def _read(self, msg: Message) -> tuple[list[Array], float, float, Any]:
         out = read_reply(msg, self.server_round, self.keys, self.model, **self._keys)
-        self.costs.append(out[2])
         self.node_costs[int(msg.metadata.src_node_id)] = out[2]
         return out
 

@@ -73,8 +73,8 @@ from .._validation import InvalidParameterError, check_real, fail
 from ..loop import GradientEstimator
 from ..spread import SpreadSums
 from .model_arrays import cast_like
-from .replies import RoundFold
-from .strategy import EEGradStrategy
+from .replies import RoundFold, reply_cost
+from .strategy import STOPS, EEGradStrategy
 
 __all__ = ["CLIP_KEY", "MAX_WEIGHT_KEY", "NORM2_BOUND_KEY", "SecAggFold", "SecAggPlusStrategy",
            "secaggplus_train", "start_secaggplus"]  # fmt: skip
@@ -101,7 +101,8 @@ def secaggplus_train(
     ``train`` with the model and config as a message-API message (arrays under
     ``arrayrecord_key``, config under ``configrecord_key``), and replies, for the mod to mask:
     the update :math:`u = w - w_i` array by array and the extra number :math:`c\|u\|^2/B_2`,
-    with ``num_examples`` the reply's ``weighted_by_key`` metric and its ``cost`` as a metric.
+    with ``num_examples`` the reply's ``weighted_by_key`` metric and its other (numeric)
+    metrics, such as its ``cost``, in plaintext.
 
     Raises
     ------
@@ -170,8 +171,8 @@ def secaggplus_train(
                 f"{bound:g}: raise norm2_bound."
             )
         out = [*update, np.array([clip * norm2 / bound])]
-        fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(out), int(weight),
-                        {"cost": float(metrics.get("cost", float("nan")))})  # fmt: skip
+        scalars = {k: v for k, v in metrics.items() if isinstance(v, int | float)}  # plaintext
+        fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(out), int(weight), scalars)
         return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
 
     return wrapped
@@ -179,17 +180,16 @@ def secaggplus_train(
 
 class SecAggFold(RoundFold):
     r"""A round as SecAgg+ reveals it: the weighted means of the updates and of
-    :math:`c\|u\|^2/B_2`, and the clients' weights (plaintext). :meth:`sums` gives the
+    :math:`c\|u\|^2/B_2`, and the clients' weights and costs by node (plaintext). :meth:`sums`
+    gives the
     :class:`~eegrad.spread.SpreadSums` with the quantization's bias on the spread added back
     (the module's notes)."""
 
     def __init__(self, *args: Any, means: list[np.ndarray], weights: list[float],
-                 costs: list[float], clip: float, norm2_bound: float, quantization_range: int,
-                 max_weight: float, node_costs: dict[int, float] | None = None,
-                 **kw: Any) -> None:  # fmt: skip
+                 node_costs: dict[int, float], clip: float, norm2_bound: float,
+                 quantization_range: int, max_weight: float, **kw: Any) -> None:  # fmt: skip
         super().__init__(*args, **kw)
-        self.costs = list(costs)
-        self.node_costs = dict(node_costs or {})
+        self.node_costs = dict(node_costs)
         self._weights = np.asarray(weights, float)
         self._means = means
         self._clip, self._bound = clip, norm2_bound
@@ -255,11 +255,10 @@ class SecAggPlusStrategy(LegacyStrategy):
         self.initial = initial_arrays
         self.bounds = {CLIP_KEY: clip, NORM2_BOUND_KEY: norm2_bound, MAX_WEIGHT_KEY: max_weight}
         self.quantization_range = quantization_range
-        self.arrays = initial_arrays  # the model after the last round
         self._dtypes = [initial_arrays[k].numpy().dtype for k in self.keys]
 
-    def _record(self, parameters: Parameters) -> ArrayRecord:
-        arrays = parameters_to_ndarrays(parameters)
+    def as_record(self, arrays: list[np.ndarray]) -> ArrayRecord:
+        """Legacy parameters' arrays as the model's record: its names and dtypes."""
         return ArrayRecord({k: Array(np.asarray(a, dtype=t))
                             for k, a, t in zip(self.keys, arrays, self._dtypes, strict=True)})  # fmt: skip
 
@@ -269,17 +268,11 @@ class SecAggPlusStrategy(LegacyStrategy):
 
     def lose_pending_round(self) -> None:
         """A round the workflow halted before ``aggregate_fit``: withdrawn and recorded."""
-        s = self.strategy
-        if s._round is None:
-            return
-        rnd = s._round
-        log(INFO, "EE-Grad: SecAgg+ halted at server round %d: the round is lost",
-            rnd["server_round"])  # fmt: skip
-        fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=[], weights=[],
-                          costs=[], clip=1.0, norm2_bound=1.0, quantization_range=1,
-                          max_weight=1.0, arrayrecord_key=s.arrayrecord_key,
-                          weighted_by_key=s.weighted_by_key)  # fmt: skip
-        s._finish_round(fold, [], list(rnd["nodes"]), {OUTCOME_COLUMN: "halted"})
+        rnd = self.strategy.pending_round
+        if rnd is not None:
+            log(INFO, "EE-Grad: SecAgg+ halted at server round %d: the round is lost",
+                rnd["server_round"])  # fmt: skip
+            self.strategy.lose_pending_round({OUTCOME_COLUMN: "halted"})
 
     def configure_fit(self, server_round: int, parameters: Parameters,
                       client_manager: Any) -> list[tuple[Any, FitIns]]:  # fmt: skip
@@ -287,8 +280,8 @@ class SecAggPlusStrategy(LegacyStrategy):
         self.lose_pending_round()
         nodes = _NodesOf(client_manager)
         config = ConfigRecord(dict(self.bounds))
-        messages = self.strategy.configure_train(server_round, self._record(parameters), config,
-                                                 nodes)  # fmt: skip
+        messages = self.strategy.configure_train(
+            server_round, self.as_record(parameters_to_ndarrays(parameters)), config, nodes)
         key = self.strategy.configrecord_key
         return [(nodes.proxy(m.metadata.dst_node_id), FitIns(parameters, dict(m.content[key])))
                 for m in messages]  # fmt: skip
@@ -297,24 +290,24 @@ class SecAggPlusStrategy(LegacyStrategy):
                       failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:  # fmt: skip
         """Tell EEGradStrategy the masked sum and return its step."""
         s = self.strategy
-        rnd = s._round
+        rnd = s.pending_round
         replied = {int(proxy.node_id) for proxy, _ in results}
         failed = [nid for nid in rnd["nodes"] if nid not in replied]
         means = parameters_to_ndarrays(results[0][1].parameters) if results else []
-        costs = {int(p.node_id): s.cost_scale * float(r.metrics.get(s.cost_metric, float("nan")))
-                 for p, r in results}  # fmt: skip
+        costs = {int(p.node_id): reply_cost(
+            r.metrics, f"node {p.node_id} at server round {rnd['server_round']}",
+            cost_metric=s.cost_metric, cost_scale=s.cost_scale,
+            required=s.total_budget is not None) for p, r in results}  # fmt: skip
         fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=means,
-                          weights=[float(r.num_examples) for _, r in results],
-                          costs=list(costs.values()), node_costs=costs,
+                          weights=[float(r.num_examples) for _, r in results], node_costs=costs,
                           clip=self.bounds[CLIP_KEY], norm2_bound=self.bounds[NORM2_BOUND_KEY],
                           quantization_range=self.quantization_range,
                           max_weight=self.bounds[MAX_WEIGHT_KEY],
                           arrayrecord_key=s.arrayrecord_key,
                           weighted_by_key=s.weighted_by_key)  # fmt: skip
-        new, metrics = s._finish_round(fold, [], failed, {OUTCOME_COLUMN: "completed"})
+        new, metrics = s.finish_round(fold, failed, extra={OUTCOME_COLUMN: "completed"})
         if new is None:
             return None, dict(metrics)
-        self.arrays = new
         return ndarrays_to_parameters([new[k].numpy() for k in self.keys]), dict(metrics)
 
     def configure_evaluate(self, server_round: int, parameters: Parameters,
@@ -387,15 +380,13 @@ def start_secaggplus(
                                   clipping_range=clipping_range,
                                   quantization_range=quantization_range,
                                   modulus_range=modulus_range, timeout=timeout)  # fmt: skip
-    if OUTCOME_COLUMN not in strategy.columns:
-        strategy.columns = (*strategy.columns, OUTCOME_COLUMN)
-    arrays = strategy._begin(initial_arrays, num_rounds)
-    strategy._min_clients = 2  # SecAgg+ halts below two clients
+    arrays = strategy.begin_run(initial_arrays, num_rounds, min_clients=2,  # SecAgg+: n >= 2
+                                columns=(OUTCOME_COLUMN,))  # fmt: skip
     adapter = SecAggPlusStrategy(strategy, arrays, clip=float(clipping_range),
                                  norm2_bound=norm2_bound,
                                  quantization_range=int(quantization_range),
                                  max_weight=float(max_weight))  # fmt: skip
-    offset = strategy._offset
+    offset = strategy.rounds_done
     result = Result()
     result.arrays = arrays
     if offset < num_rounds:
@@ -405,17 +396,15 @@ def start_secaggplus(
         legacy = LegacyContext(base, config=ServerConfig(num_rounds=num_rounds - offset,
                                                          round_timeout=timeout),
                                strategy=adapter)  # fmt: skip
-        DefaultWorkflow(fit_workflow=workflow)(grid, legacy)
+        try:
+            DefaultWorkflow(fit_workflow=workflow)(grid, legacy)
+        except STOPS as stop:  # a budget of privacy or cost spent: the rounds run stand
+            log(INFO, "EE-Grad: budget reached under SecAgg+. %s", stop)
+            strategy.stopped = str(stop)
         adapter.lose_pending_round()  # a last round that halted
-        result.arrays = _as_model(legacy.state.array_records[MAIN_PARAMS_RECORD], adapter)
+        result.arrays = adapter.as_record(
+            legacy.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays())
     result.train_metrics_clientapp = {r: MetricRecord(m)
                                       for r, m in sorted(strategy.state.metrics.items())}  # fmt: skip
-    strategy._offset = 0
+    strategy.end_run()
     return result
-
-
-def _as_model(record: ArrayRecord, adapter: SecAggPlusStrategy) -> ArrayRecord:
-    """The workflow's final record with the model's names and dtypes."""
-    arrays = record.to_numpy_ndarrays()
-    return ArrayRecord({k: Array(np.asarray(a, dtype=t))
-                        for k, a, t in zip(adapter.keys, arrays, adapter._dtypes, strict=True)})  # fmt: skip

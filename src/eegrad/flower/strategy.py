@@ -40,7 +40,7 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from logging import INFO
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsF
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState, Streams
 
-__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "BudgetSpent", "ClientUpdateError",
+__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
            "EEGradStrategy",
            "default_rule"]  # fmt: skip
 
@@ -112,6 +112,10 @@ _D_POINTS = 64
 
 class BudgetSpent(InvalidParameterError):
     """With a total budget: the next round would cost more than the budget left."""
+
+
+#: What ends a run before its rounds: a budget of privacy or of cost is spent.
+STOPS = (PrivacyBudgetExhausted, BudgetSpent)
 
 
 def default_rule(population: int, spend: Any, *, release_noise: Any = None,
@@ -398,6 +402,7 @@ class EEGradStrategy(Strategy):
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ()) + (
             ("budget_left",) if self.total_budget is not None else ())  # fmt: skip
+        self._base_columns = self.columns  # a run's driver may add its own (begin_run)
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
         self._initial_streams = Streams(*as_generator(rng, owner).spawn(4))
@@ -405,7 +410,6 @@ class EEGradStrategy(Strategy):
         #: What a checkpoint must share with this run to continue it (the constructor's
         #: arguments; the model's arrays are added when it is saved).
         self.fingerprint = self._fingerprint()
-        self._min_clients = 1  # the least n a round can run (2 under SecAgg+)
         self._fresh_run()
 
     def _check_inner(self, owner: str) -> None:
@@ -465,6 +469,7 @@ class EEGradStrategy(Strategy):
         if self.strategy is not None:
             load_inner_state(self.strategy, self._inner_initial)
         self._offset = 0  # rounds done before a resumed start
+        self._min_clients = 1  # the least n a round can run (2 under SecAgg+: begin_run)
         self._round: dict[str, Any] | None = None
         self._latest: ArrayRecord | None = None  # the model the next round starts from
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
@@ -572,22 +577,7 @@ class EEGradStrategy(Strategy):
         if state.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
         least = min(self._min_clients, state.estimator.N)
-        most = None
-        if self.total_budget is not None:  # what the budget left affords, and at what cost
-            costs = self.round_costs()
-            expected, worst = costs.expected(state.estimator.N), costs.worst(state.estimator.N)
-            left = self.total_budget - state.cost
-            affordable = np.flatnonzero(worst <= left)  # never more than the budget left
-            if affordable.size == 0 or affordable.max() + 1 < least:
-                raise BudgetSpent(
-                    f"Server round {server_round} could cost {worst[least - 1]:.4g} (n = "
-                    f"{least}, its clients as costly as the costliest seen), more than the "
-                    f"budget left, {left:.4g} of {self.total_budget:g}; the run ends after round "
-                    f"{server_round - 1}."
-                )
-            most = int(affordable.max()) + 1
-            if state.estimator.selector.uses_costs:
-                state.estimator.selector.tell_costs(np.maximum(expected, 1e-12), budget_left=left)
+        most = None if self.total_budget is None else self._affordable(server_round, least)
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
@@ -615,6 +605,28 @@ class EEGradStrategy(Strategy):
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
         return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
                 for nid in chosen]  # fmt: skip
+
+    def _affordable(self, server_round: int, least: int) -> int:
+        """With a total budget: the most clients the budget left affords in the worst case
+        (its clients as costly as the costliest seen), the rule told every n's expected cost
+        and the budget left; raises :class:`BudgetSpent` where it affords not ``least``."""
+        state = self.state
+        N = state.estimator.N
+        costs = self.round_costs()
+        worst = costs.worst(N)
+        left = self.total_budget - state.cost
+        affordable = np.flatnonzero(worst <= left)  # never more than the budget left
+        if affordable.size == 0 or affordable.max() + 1 < least:
+            raise BudgetSpent(
+                f"Server round {server_round} could cost {worst[least - 1]:.4g} (n = {least}, "
+                f"its clients as costly as the costliest seen), more than the budget left, "
+                f"{left:.4g} of {self.total_budget:g}; the run ends after round "
+                f"{server_round - 1}."
+            )
+        if state.estimator.selector.uses_costs:
+            state.estimator.selector.tell_costs(np.maximum(costs.expected(N), 1e-12),
+                                                budget_left=left)  # fmt: skip
+        return int(affordable.max()) + 1
 
     def _new_fold(self) -> RoundFold:
         """The round's reply path: plain, sums only or private (:mod:`eegrad.flower.replies`)."""
@@ -658,14 +670,23 @@ class EEGradStrategy(Strategy):
                     kept.append(m)
             del m  # before the next reply is pulled: one reply in memory at a time
         failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
-        return self._finish_round(fold, kept, failed)
+        return self.finish_round(fold, failed, kept=kept)
 
-    def _finish_round(self, fold: RoundFold, kept: list[Message], failed: list[int],
-                      extra: dict[str, Any] | None = None,
-                      ) -> tuple[ArrayRecord | None, MetricRecord]:  # fmt: skip
-        """The round after its replies: tell the rule (or withdraw a round with none), step or
-        have the inner strategy aggregate, record (``extra``: more fields of the row) and save.
-        """
+    # -- a round driven by another loop (Flower's legacy SecAgg+ workflow) -------------------
+    @property
+    def pending_round(self) -> dict[str, Any] | None:
+        """The round :meth:`configure_train` set up and no reply has finished: its
+        ``server_round``, ``n``, ``nodes``, the model's ``keys`` and arrays (``model``); None
+        when there is none."""
+        return self._round
+
+    def finish_round(self, fold: RoundFold, failed: list[int], *, kept: Sequence[Message] = (),
+                     extra: dict[str, Any] | None = None,
+                     ) -> tuple[ArrayRecord | None, MetricRecord]:  # fmt: skip
+        """Finish the pending round from its replies' ``fold`` (:mod:`eegrad.flower.replies`):
+        tell the rule (or withdraw a round with none), step or have the inner strategy
+        aggregate (``kept``: the replies, for one that needs every reply), record (``failed``
+        nodes; ``extra``: more fields of the row) and save."""
         rnd, state = self._round, self.state
         server_round, n = rnd["server_round"], rnd["n"]
         est = state.estimator
@@ -689,7 +710,7 @@ class EEGradStrategy(Strategy):
             if self.strategy is None:
                 new_arrays = self._step(G, scale)
             else:
-                given = kept if self._kind == REPLIES else [mean_reply(
+                given = list(kept) if self._kind == REPLIES else [mean_reply(
                     rnd["model"], rnd["keys"], G, scale, fold.total_weight,
                     fold.client_metrics(), arrayrecord_key=self.arrayrecord_key,
                     weighted_by_key=self.weighted_by_key)]  # fmt: skip
@@ -777,10 +798,21 @@ class EEGradStrategy(Strategy):
             out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
         return ArrayRecord(out)
 
-    def _begin(self, initial_arrays: ArrayRecord, num_rounds: int) -> ArrayRecord:
-        """A fresh run, or the checkpoint's resumed; returns the model to start from (the
-        offset of a resumed run's rounds is set)."""
+    def lose_pending_round(self, extra: dict[str, Any] | None = None) -> None:
+        """Finish the pending round, if any, as one no reply reached (a protocol halted): the
+        rule's pull withdrawn, no step, every asked node failed in its record."""
+        if self._round is not None:
+            self.finish_round(self._new_fold(), list(self._round["nodes"]), extra=extra)
+
+    def begin_run(self, initial_arrays: ArrayRecord, num_rounds: int, *, min_clients: int = 1,
+                  columns: tuple[str, ...] = ()) -> ArrayRecord:  # fmt: skip
+        """A fresh run, or the checkpoint's resumed (:attr:`rounds_done` rounds done); returns
+        the model to start from. ``min_clients``: the least n a round can run (2 under SecAgg+);
+        ``columns``: record columns the run's driver adds."""
         self._fresh_run()
+        self._min_clients = min_clients
+        self.columns = self._base_columns + tuple(c for c in columns
+                                                  if c not in self._base_columns)  # fmt: skip
         arrays = initial_arrays
         if self.checkpoint is not None and self.checkpoint.exists():
             arrays = self._resume(initial_arrays)
@@ -791,6 +823,15 @@ class EEGradStrategy(Strategy):
         self._latest = arrays
         return arrays
 
+    @property
+    def rounds_done(self) -> int:
+        """The rounds a run had done when it began (a resumed run's; 0 for a fresh one)."""
+        return self._offset
+
+    def end_run(self) -> None:
+        """End the run :meth:`begin_run` began: server rounds count from 1 again."""
+        self._offset = 0
+
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,
               evaluate_config: ConfigRecord | None = None,
@@ -800,8 +841,8 @@ class EEGradStrategy(Strategy):
         model, to round ``num_rounds``. The result's metrics are indexed by server round.
         Every call begins a fresh run (records, cost, streams and the inner strategy's state as
         constructed) unless it resumes."""
-        arrays = self._begin(initial_arrays, num_rounds)
-        offset = self._offset
+        arrays = self.begin_run(initial_arrays, num_rounds)
+        offset = self.rounds_done
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": {}}  # fmt: skip
         self._evaluated = seen["evaluate_metrics_clientapp"]
@@ -822,7 +863,7 @@ class EEGradStrategy(Strategy):
                 result = super().start(PullingGrid(grid), arrays, num_rounds - offset, timeout,
                                        train_config, evaluate_config,
                                        None if evaluate_fn is None else evaluate)  # fmt: skip
-            except (PrivacyBudgetExhausted, BudgetSpent) as stop:
+            except STOPS as stop:
                 log(INFO, "EE-Grad: %s budget reached. %s", "privacy" if isinstance(
                     stop, PrivacyBudgetExhausted) else "total", stop)  # fmt: skip
                 result = Result()  # what the rounds run released, as Flower's start returns it
@@ -837,7 +878,7 @@ class EEGradStrategy(Strategy):
         for rnd, m in self.state.metrics.items():  # the rounds before the resume, saved
             result.train_metrics_clientapp.setdefault(rnd, MetricRecord(m))
         result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
-        self._offset = 0
+        self.end_run()
         return result
 
     # -- evaluate ----------------------------------------------------------------------------------
