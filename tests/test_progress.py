@@ -329,7 +329,7 @@ def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form(
             rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
         r = float(rule.contraction()[0])
         measured.append(r)
-        v, s = rule.predicted()[0], float(np.exp(rule._level_last[0]))
+        v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
         H = 300.0 / cost
         closed = r**H + (1 - np.sqrt(r)) ** 2 * (v / s) * (1 - r**H) / (1 - r)
         np.testing.assert_allclose(rule.horizon_loss(rule.predicted())[0], closed, rtol=1e-10)

@@ -25,7 +25,7 @@ from ..checkpoint import (
     restore_state,
     write_checkpoint,
 )
-from .state import STATE_FIELDS, RunState
+from .state import RunState
 
 __all__ = ["SavedRun", "check_fingerprint", "model_fingerprint", "read_run", "restore_run",
            "save_run"]  # fmt: skip
@@ -90,7 +90,7 @@ def restore_run(state: RunState, saved: SavedRun) -> None:
     """Load the saved state into ``state``, whose estimator (and private release) are built
     for the saved K and d: the rule's and the estimator's arrays and the generators in place."""
     fields = saved.tree["__dict__"]
-    missing = [k for k in STATE_FIELDS if k not in fields]
+    missing = [k for k in state.state_dict() if k not in fields]
     if missing:
         raise CheckpointError(f"The checkpoint {saved.path} has no {missing[0]!r}: it is of "
                               "another version of eegrad.flower.")  # fmt: skip

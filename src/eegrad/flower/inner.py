@@ -67,7 +67,7 @@ from flwr.app import (
 from flwr.serverapp.strategy import Strategy
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError
-from .privacy import _fixed_n_wrappers
+from .privacy import fixed_n_wrappers, strategy_chain
 
 __all__ = ["LINEAR", "REPLIES", "NodesGiven", "UnsupportedStrategyError", "configure_inner",
            "inner_hyperparameters", "inner_kind", "inner_state", "load_inner_state",
@@ -108,11 +108,6 @@ def _classes() -> tuple[tuple[type, ...], dict[type, str]]:
     return linear, refused
 
 
-def _own_aggregate(cls: type) -> Any:
-    """The function ``cls.aggregate_train`` resolves to."""
-    return cls.aggregate_train
-
-
 def inner_kind(strategy: Any) -> str:
     """How an inner strategy aggregates: :data:`LINEAR` or :data:`REPLIES`; raises
     :class:`UnsupportedStrategyError` for one the variance model of n does not describe, and
@@ -124,9 +119,8 @@ def inner_kind(strategy: Any) -> str:
             "instead (strategies of the legacy flwr.server.strategy API cannot take part)."
         )
     name = type(strategy).__name__
-    inner, depth = strategy, 0
-    while inner is not None and depth < 32:
-        if isinstance(inner, _fixed_n_wrappers()):
+    for inner in strategy_chain(strategy):
+        if isinstance(inner, fixed_n_wrappers()):
             raise UnsupportedStrategyError(
                 f"The 'strategy' parameter of EEGradStrategy holds Flower's "
                 f"{type(inner).__name__}, which calibrates its noise to a fixed "
@@ -134,7 +128,6 @@ def inner_kind(strategy: Any) -> str:
                 "strategy it wraps and privacy=CentralDP(...), which calibrates every round to "
                 "its own n."
             )
-        inner, depth = getattr(inner, "strategy", None), depth + 1
     linear, refused = _classes()
     for cls, why in refused.items():
         if isinstance(strategy, cls):
@@ -142,8 +135,8 @@ def inner_kind(strategy: Any) -> str:
                 f"The 'strategy' parameter of EEGradStrategy cannot be a {name}: {why}. The "
                 "choice of n models the round's update as a mean of n clients' updates."
             )
-    own = _own_aggregate(type(strategy))
-    if any(own is _own_aggregate(cls) for cls in linear):
+    own = type(strategy).aggregate_train  # a subclass that overrides it is not known linear
+    if any(own is cls.aggregate_train for cls in linear):
         return LINEAR
     return REPLIES
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,7 +48,7 @@ from .._validation import InvalidParameterError, check_integer, check_real, fail
 
 __all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
            "calibrate_noise",
-           "epsilon_spent", "refuse_fixed_n_wrappers"]
+           "epsilon_spent", "fixed_n_wrappers", "refuse_fixed_n_wrappers", "strategy_chain"]
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
 SPREAD_SCALE = 0.5
@@ -286,7 +287,8 @@ class PrivateRounds:
         return replied * squares - (n * n * norm2 - size * sd_sum**2)
 
 
-def _fixed_n_wrappers() -> tuple[type, ...]:
+def fixed_n_wrappers() -> tuple[type, ...]:
+    """Flower's DP wrappers, which calibrate their noise to a fixed ``num_sampled_clients``."""
     from flwr.serverapp.strategy import (
         DifferentialPrivacyClientSideAdaptiveClipping,
         DifferentialPrivacyClientSideFixedClipping,
@@ -300,14 +302,18 @@ def _fixed_n_wrappers() -> tuple[type, ...]:
             DifferentialPrivacyServerSideFixedClipping)  # fmt: skip
 
 
+def strategy_chain(strategy: Any, depth: int = 32) -> Iterator[Any]:
+    """``strategy`` and the strategies it holds, one ``.strategy`` attribute after another (at
+    most ``depth``), as Flower's wrappers hold the strategy they wrap."""
+    while strategy is not None and depth > 0:
+        yield strategy
+        strategy, depth = getattr(strategy, "strategy", None), depth - 1
+
+
 def _wraps(wrapper: Any, strategy: Any) -> bool:
     """Whether ``strategy`` is in ``wrapper``'s chain of ``.strategy`` attributes."""
-    inner, seen = getattr(wrapper, "strategy", None), 0
-    while inner is not None and seen < 32:
-        if inner is strategy:
-            return True
-        inner, seen = getattr(inner, "strategy", None), seen + 1
-    return False
+    return any(inner is strategy
+               for inner in strategy_chain(getattr(wrapper, "strategy", None)))  # fmt: skip
 
 
 def refuse_fixed_n_wrappers(strategy: Any) -> None:
@@ -319,7 +325,7 @@ def refuse_fixed_n_wrappers(strategy: Any) -> None:
     caller = None
     while frame is not None and caller is None:
         obj = frame.f_locals.get("self")
-        if isinstance(obj, _fixed_n_wrappers()) and _wraps(obj, strategy):
+        if isinstance(obj, fixed_n_wrappers()) and _wraps(obj, strategy):
             caller = obj
         frame = frame.f_back
     if caller is not None:

@@ -52,14 +52,18 @@ class RoundCosts:
         D(n), the server's cost of a round of n clients.
     c_min : float
         A client's cost before any report (>= 0).
+    latest : dict, optional
+        Each node's latest reported cost, by node id (a run's, which :meth:`tell` updates in
+        place; default: none yet).
     """
 
-    def __init__(self, mode: str, aggregation: Any, c_min: float = 0.0) -> None:
+    def __init__(self, mode: str, aggregation: Any, c_min: float = 0.0,
+                 latest: dict[int, float] | None = None) -> None:  # fmt: skip
         self.mode = mode
         self.aggregation = aggregation
         self.c_min = float(c_min)
         #: Each node's latest reported cost, by node id.
-        self.latest: dict[int, float] = {}
+        self.latest: dict[int, float] = {} if latest is None else latest
 
     def tell(self, costs: dict[int, float]) -> None:
         """Record the costs the round's clients reported, by node id."""
@@ -98,14 +102,6 @@ class RoundCosts:
             return server + top
         padded = np.concatenate([seen, np.full(max(N - seen.size, 0), top)])[:N]
         return server + np.cumsum(padded)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The costs seen (for the checkpoint)."""
-        return {"latest": {str(k): v for k, v in self.latest.items()}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Set the costs seen from :meth:`state_dict`."""
-        self.latest = {int(k): float(v) for k, v in state["latest"].items()}
 
 
 def _log_comb(a: np.ndarray, b: int) -> np.ndarray:

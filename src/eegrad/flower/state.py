@@ -19,7 +19,7 @@ import numpy as np
 from ..loop import GradientEstimator
 from .privacy import PrivateRounds
 
-__all__ = ["STATE_FIELDS", "RunState", "Streams"]
+__all__ = ["RunState", "Streams"]
 
 
 @dataclass
@@ -126,8 +126,3 @@ class RunState:
         self.inner = state["inner"]
         self.client_costs = {int(k): float(v) for k, v in state["client_costs"].items()}
 
-
-#: The fields :meth:`RunState.state_dict` gives.
-STATE_FIELDS = ("server_round", "steps_taken", "cost", "num_nodes", "dim", "records", "metrics",
-                "accountant", "sampling_rng", "noise_rng", "evaluate_rng", "estimator", "inner",
-                "client_costs")  # fmt: skip

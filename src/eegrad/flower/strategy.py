@@ -511,9 +511,8 @@ class EEGradStrategy(Strategy):
     def round_costs(self) -> RoundCosts:
         """The clients' costs seen so far and the expected cost of a round of every n (with a
         total budget)."""
-        costs = RoundCosts(self.round_cost, self.aggregation, self.c_min)
-        costs.latest = self.state.client_costs  # the run's, kept in its state
-        return costs
+        return RoundCosts(self.round_cost, self.aggregation, self.c_min,
+                          latest=self.state.client_costs)  # the run's, kept in its state
 
     def _setup(self, num_nodes: int, dim: int) -> None:
         """Build the rule, its estimator and the private release for K nodes and a model of

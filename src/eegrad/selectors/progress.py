@@ -186,7 +186,7 @@ class ProgressThompson(SpreadThompson):
         self._budget_left = None  # what the run has left to spend (tell_costs)
         # The signal level's contraction per round: its smoothed log-level and the discounted
         # mean of that one's changes (horizon).
-        self._level_last = np.full(R, np.nan)
+        self._log_level = np.full(R, np.nan)
         self._contraction_sum = np.zeros(R)
         self._contraction_weight = np.zeros(R)
         self._contraction_rounds = np.zeros(R)
@@ -287,7 +287,7 @@ class ProgressThompson(SpreadThompson):
         lam = _CONTRACTION_MEMORY
         with np.errstate(invalid="ignore", divide="ignore"):
             log_level = np.where(ok, np.log(level), np.nan)
-        before = self._level_last  # the smoothed log-level (NaN: none yet)
+        before = self._log_level  # the smoothed log-level (NaN: none yet)
         first = ok & ~np.isfinite(before)
         smooth = np.where(first, log_level,
                           np.where(ok, lam * before + (1.0 - lam) * log_level, before))  # fmt: skip
@@ -298,7 +298,7 @@ class ProgressThompson(SpreadThompson):
         self._contraction_weight = np.where(step, lam * self._contraction_weight + 1.0,
                                             self._contraction_weight)  # fmt: skip
         self._contraction_rounds += step
-        self._level_last = smooth
+        self._log_level = smooth
 
     def contraction(self) -> np.ndarray:
         r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, the discounted
@@ -316,7 +316,7 @@ class ProgressThompson(SpreadThompson):
         :math:`\rho^{H_n} + (1-\sqrt\rho)^2 (v_n/s)(1-\rho^{H_n})/(1-\rho)`, with ``noise``
         the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
         rho = self.contraction()[:, None]
-        s = np.exp(self._level_last)[:, None]  # the smoothed level
+        s = np.exp(self._log_level)[:, None]  # the smoothed level
         H = self._budget_left / self._costs[None, :]
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             decay = rho**H
@@ -487,6 +487,26 @@ class ProgressThompson(SpreadThompson):
         return self.progress(self.signal(), self.predicted(), self.curvature())
 
     # -- ask ---------------------------------------------------------------------------------------
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        """The objective of every arm, shape (R, N), larger is better, from the arms' noise."""
+        N = self._shape[1]
+        signal = self.signal()
+        if self.objective == "signal-fraction":
+            return self.signal_fraction_progress(signal, noise)
+        if self.objective == "horizon" and self._costs is not None and \
+                self._budget_left is not None:  # fmt: skip
+            end = self.horizon_loss(noise)
+            known = np.all(np.isfinite(end), axis=1, keepdims=True)
+            # until the contraction is known: the cheapest round with a spread, n = 2
+            cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
+            return np.where(known, -end, cheapest)
+        d = self.progress(signal, noise, self.curvature())
+        if self.uses_costs and self._costs is not None:
+            # the best rate among the arms that decrease; where none does, the least harm
+            rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
+            d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
+        return d
+
     def _select(self, t: int) -> np.ndarray:
         N = self._shape[1]
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
@@ -496,22 +516,7 @@ class ProgressThompson(SpreadThompson):
         # equal weights its split between clients and their samples is not identified, and a
         # draw along it would swing the choice to n = K at random).
         noise = self.predicted() if self.uses_costs else self._sampled_noise()
-        signal = self.signal()
-        if self.objective == "signal-fraction":
-            d = self.signal_fraction_progress(signal, noise)
-        else:
-            d = self.progress(signal, noise, self.curvature())
-            if self.objective == "horizon" and self._costs is not None and \
-                    self._budget_left is not None:  # fmt: skip
-                end = self.horizon_loss(noise)
-                known = np.all(np.isfinite(end), axis=1, keepdims=True)
-                # until the contraction is known: the cheapest round with a spread, n = 2
-                cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
-                d = np.where(known, -end, cheapest)
-            elif self.uses_costs and self._costs is not None:
-                # the best rate among the arms that decrease; where none does, the least harm
-                rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
-                d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
+        d = self._objective(noise)
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
 
