@@ -457,6 +457,96 @@ def test_a_rule_that_learns_the_signal_is_told_each_rounds_mean_norm(monkeypatch
         last = mean
 
 
+def _steps_app(steps_of=None, batch_size=2):
+    """_app's clients with budgeted_train's mini-batches of ``batch_size`` (a larger share buys
+    more local steps), or replies whose local-steps metric is ``steps_of(pid)`` (None: none)."""
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    if steps_of is None:
+        def gradient(arrays, b, context, config):
+            return [arrays[0] - MU[int(context.node_config["partition-id"])]]
+
+        app = ClientApp()
+        app.train()(budgeted_train(gradient, lambda ctx, cfg: DeviceCost(1.0, 2.0 + int(
+            ctx.node_config["partition-id"]) % 3), lr=LR, batch_size=batch_size))  # fmt: skip
+        return app
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        metrics = {"num-examples": 3}
+        steps = steps_of(int(context.node_config["partition-id"]))
+        if steps is not None:
+            metrics["local-steps"] = steps
+        rec = {"arrays": ArrayRecord({"w": Array(np.ones(D))}), "metrics": MetricRecord(metrics)}
+        return Message(RecordDict(rec), reply_to=msg)
+
+    return app
+
+
+class _Told(list):
+    rounds: list
+
+
+def _spy_local_steps(monkeypatch):
+    told = _Told()
+    original = ProgressThompson.tell_local_steps
+
+    def record(self, arms, steps):
+        told.append((int(arms[0]), float(steps[0])))
+        rounds.append(self.rounds + 1)  # the round told: the rounds recorded so far, plus one
+        return original(self, arms, steps)
+
+    rounds = []
+    told.rounds = rounds
+
+    monkeypatch.setattr(ProgressThompson, "tell_local_steps", record)
+    return told
+
+
+def test_the_clients_reported_local_steps_reach_the_rule(monkeypatch):
+    # Clients in mini-batches of 2 report ⌈b_i/2⌉ local steps, b_i = ⌊(share − 1)·speed_i⌋ on
+    # their device; the rule is told the round's mean, for the arm that ran, every round.
+    told = _spy_local_steps(monkeypatch)
+    strategy = _strategy(selector=ProgressThompson(population=K, noise_order=2))
+    _start(strategy, LocalGrid(_steps_app(), K, seed=2), 6)
+    assert len(told) == 6
+    for (arm, steps), row in zip(told, strategy.records, strict=True):
+        n = row["arm"]
+        assert arm == n - 1
+        share = (40.0 - 0.5 * (n - 1)) / n
+        each = [np.ceil(DeviceCost(1.0, speed).samples(share) / 2) for speed in (2.0, 3.0, 4.0)]
+        assert min(each) <= steps <= max(each)
+    # FedSGD clients take one step whatever their share: the prior stays flat.
+    assert strategy.state.estimator.selector.steps_prior()[0, 1] > 0
+    told.clear()
+    flat = _strategy(selector=ProgressThompson(population=K, noise_order=2))
+    _start(flat, LocalGrid(_app(), K, seed=2), 6)
+    assert [s for _, s in told] == [1.0] * 6
+    np.testing.assert_array_equal(flat.state.estimator.selector.steps_prior(), 0.0)
+
+
+def test_local_steps_of_every_reply_or_none_are_told(monkeypatch):
+    # A round where one reply lacks local-steps tells the rule none (its prior is kept): the
+    # documented fallback for clients that do not report them.
+    told = _spy_local_steps(monkeypatch)
+    strategy = _strategy(selector=ProgressThompson(population=K, noise_order=2))
+    _start(strategy, LocalGrid(_steps_app(lambda pid: None if pid == 0 else 3), K), 4)
+    all_asked = [r["server_round"] for r in strategy.records if r["arm"] == K]
+    assert 1 in all_asked  # the warm-up's first round asks every node, node 0's among them
+    assert not set(all_asked) & set(told.rounds)
+    assert told
+    assert all(steps == 3.0 for _, steps in told)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0, -2.0, float("inf")])
+def test_a_bad_local_steps_report_raises_naming_node_and_round(bad):
+    app = _steps_app(lambda pid: bad if pid == 1 else 2)
+    with pytest.raises(ClientUpdateError, match=r"node \d+ at server round 1 reports "
+                                                r"local-steps = .*finite and > 0"):  # fmt: skip
+        _start(_strategy(selector=FixedArm(K)), LocalGrid(app, K), 1)
+
+
 def test_the_default_rule_and_damping_follow_the_privacy_mode():
     # Without privacy: ProgressThompson, undamped; with a private release: SpreadThompson told
     # the release's noise, damped; an explicit damp_exploration is kept either way.

@@ -62,7 +62,8 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
     with pytest.raises(CheckpointError, match=r"another run: budget: 40.0 in the checkpoint, "
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
-    with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=2\)' "
+    with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=2, "
+                                              r"local-steps prior\)' "
                                               r"in the checkpoint, 'FixedArm'"):  # fmt: skip
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
     other = ArrayRecord({"w": Array(np.zeros(D + 1))})
@@ -84,9 +85,10 @@ def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 1)
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 2)
-    with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=1\)' "
-                                              r"in the checkpoint, 'default \(ProgressThompson, "
-                                              r"noise_order=2\)' here"):  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=1, "
+                                              r"local-steps prior\)' in the checkpoint, 'default "
+                                              r"\(ProgressThompson, noise_order=2, local-steps "
+                                              r"prior\)' here"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
 
 

@@ -73,6 +73,7 @@ def test_the_share_buys_the_data_of_e_epochs():
     metrics = reply.content["metrics"]
     assert metrics["num-examples"] == 18
     assert metrics["sample-gradients"] == 36
+    assert metrics["local-steps"] == 2  # one full-batch step an epoch
     assert metrics["cost"] == pytest.approx(10.0)
     w = reply.content["arrays"]["weight"].numpy()
     assert w.dtype == np.float32
@@ -80,6 +81,16 @@ def test_the_share_buys_the_data_of_e_epochs():
     np.testing.assert_array_equal(again.content["arrays"]["weight"].numpy(), w)
     other = _call(train, rnd=2)
     assert not np.array_equal(other.content["arrays"]["weight"].numpy(), w)
+
+
+def test_mini_batches_report_their_optimizer_steps():
+    # The same 18 samples in batches of 5: ⌈18/5⌉ = 4 optimizer steps an epoch, 8 in all,
+    # reported as local-steps (the default rule's prior of how an update grows with the share).
+    train = budgeted_torch_train(_model(), torch.nn.functional.mse_loss, _data(),
+                                 DeviceCost(1.0, 4.0), epochs=2, lr=0.2, batch_size=5)  # fmt: skip
+    metrics = _call(train).content["metrics"]
+    assert metrics["num-examples"] == 18
+    assert metrics["local-steps"] == 8
 
 
 def test_the_weight_goes_under_the_strategys_key():

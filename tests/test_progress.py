@@ -224,6 +224,89 @@ def test_progress_rule_errors_and_params():
     assert ProgressThompson(**params).get_params() == params
 
 
+def test_steps_prior_is_twice_the_slope_of_the_log_steps():
+    # Clients that report k_n = c·spend_n^γ local steps: log k = const + γ·span·ℓ in the rule's
+    # scaled log-spend ℓ, so the prior of the log-signal's slope is 2γ·span (s ∝ k²), exactly,
+    # whatever the arms told and how often; constant steps (FedSGD) give 0, one arm gives 0
+    # (no slope is identified), and with a bend (signal_degree=2) the ℓ² prior is 0 here.
+    span = np.log(SPEND).max() - np.log(SPEND).min()
+    for degree, gamma in [(1, 1.0), (1, 0.5), (2, 1.0)]:
+        rule = _rule(signal_degree=degree)
+        rule.init(1, K, D)
+        np.testing.assert_array_equal(rule.steps_prior(), 0.0)
+        rule.tell_local_steps(np.array([3]), np.array([2.0 * SPEND[3] ** gamma]))
+        np.testing.assert_array_equal(rule.steps_prior(), 0.0)  # one arm: none
+        for arm in [0, 7, 19, 7, 12]:
+            rule.tell_local_steps(np.array([arm]), np.array([2.0 * SPEND[arm] ** gamma]))
+        expected = [0.0, 2.0 * gamma * span] + [0.0] * (degree - 1)
+        np.testing.assert_allclose(rule.steps_prior()[0], expected, atol=1e-9)
+    flat = _rule()
+    flat.init(1, K, D)
+    for arm in [0, 5, 19]:
+        flat.tell_local_steps(np.array([arm]), np.array([1.0]))
+    np.testing.assert_allclose(flat.steps_prior(), 0.0, atol=1e-12)
+
+
+def test_the_curve_shrinks_towards_the_steps_prior_and_yields_to_evidence():
+    # FedSGD-like truth (every arm's update the same) told by clients that report steps ∝
+    # spend (a prior of slope 2·span). After a few rounds the evidence is too thin to move the
+    # curve off its prior (without the report: off 0, a flat signal); after many, the curve
+    # leaves the prior for the flat truth. The arms are pulled in turn, as the rule's warm-up.
+    def run(rounds, steps, seed=0):
+        rule = _rule(discount=1.0, shape_discount=1.0, seed=seed)
+        rule.init(1, K, D)
+        rng = np.random.default_rng(seed)
+        mu = _world(seed)
+        g = np.full(D, 1.0 / np.sqrt(D))
+        for t in range(rounds):
+            n = 2 + (7 * t) % (K - 1)
+            c = rng.choice(K, n, replace=False)
+            w = np.full(n, OMEGA[n - 1])
+            parts = 0.3 * (g + mu[c] + rng.standard_normal((n, D)) * np.sqrt(50.0 / w / D)[:, None])
+            rule._pending = np.array([n - 1])
+            if steps:
+                rule.tell_local_steps(np.array([n - 1]), np.array([SPEND[n - 1]]))
+            rule.tell_parts(np.array([n - 1]), parts[None], w[None])
+            mean = np.average(parts, axis=0, weights=w)
+            rule.tell_signal(np.array([n - 1]), np.array([mean @ mean]))
+        return rule
+
+    prior = run(6, True).steps_prior()[0, 1]
+    assert prior > 1.0
+    assert run(6, True).signal_curve()[0, 1] == pytest.approx(prior)
+    assert run(6, False).signal_curve()[0, 1] == 0.0
+    late = run(600, True)
+    assert abs(late.signal_curve()[0, 1]) < 0.25 * prior, late.signal_curve()
+
+
+def test_local_steps_are_told_through_the_estimator():
+    # GradientEstimator.tell_local_steps forwards the pending arm's steps to a rule that learns
+    # from the signal; it needs a pending ask and steps > 0, and a rule that models no signal
+    # refuses them.
+    est = GradientEstimator(_rule(), K, T=1, dim=D, rng=0)
+    with pytest.raises(ProtocolError, match="pending ask"):
+        est.tell_local_steps(2.0)
+    n = est.ask()
+    for bad in (0.0, -1.0, np.nan, np.inf):
+        with pytest.raises(InvalidParameterError, match="'steps'"):
+            est.tell_local_steps(bad)
+    est.tell_local_steps(4.0)
+    assert est.selector._steps_weight[0, n - 1] == 1.0
+    assert est.selector._steps_log[0, n - 1] == pytest.approx(np.log(4.0))
+    spread = GradientEstimator(SpreadThompson(population=K, spend=SPEND), K, T=1, dim=D, rng=0)
+    spread.ask()
+    with pytest.raises(ProtocolError, match="uses_signal is False"):
+        spread.tell_local_steps(2.0)
+    rule = _rule()
+    with pytest.raises(ProtocolError, match="before init"):
+        rule.tell_local_steps(np.array([0]), np.array([1.0]))
+    rule.init(1, K, D)
+    with pytest.raises(InvalidParameterError, match="'steps'"):
+        rule.tell_local_steps(np.array([0]), np.array([0.0]))
+    with pytest.raises(InvalidParameterError, match="'arms'"):
+        rule.tell_local_steps(np.array([K]), np.array([1.0]))
+
+
 def _per_cost_world(seed, K=20, d=6, sigma_b2=2.0, tau2=4.0):
     """Clients that train their own way: part k is m_k + e (e of trace τ²), the means m_k
     spread with σ_b² = Σ‖m_k − m̄‖²/(K − 1) around m̄ of norm 1."""

@@ -136,6 +136,7 @@ def test_budgeted_train_spends_a_share_in_mini_batch_steps():
     np.testing.assert_allclose(reply.content["arrays"]["w"].numpy(), -0.1 * 3 * np.ones(3))
     assert reply.content["metrics"]["num-examples"] == b
     assert reply.content["metrics"]["cost"] == pytest.approx(device.cost(b))
+    assert reply.content["metrics"]["local-steps"] == 3  # the steps, reported for the rule
     with pytest.raises(InvalidParameterError, match="'local_steps'"):
         budgeted_train(gradient, device, local_steps=2, batch_size=8)
     with pytest.raises(InvalidParameterError, match="'batch_size'"):

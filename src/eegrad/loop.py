@@ -34,7 +34,13 @@ from typing import Any
 import numpy as np
 
 from ._random import RealizationStreams, as_generator
-from ._validation import InvalidParameterTypeError, NonFiniteGradientError, check_integer, fail
+from ._validation import (
+    InvalidParameterTypeError,
+    NonFiniteGradientError,
+    check_integer,
+    check_real,
+    fail,
+)
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
@@ -322,6 +328,18 @@ class GradientEstimator:
         self.selector.tell_signal(arms, np.array([norm2]),
                                   None if persistence is None else np.array([persistence]))
         self._last_mean = g if self.T == 1 else None
+
+    def tell_local_steps(self, steps: float) -> None:
+        """Tell the local steps (optimizer steps) the pending pull's parts took, their mean
+        over the parts, > 0 — before the parts — for a rule that learns from the signal
+        (:attr:`~eegrad.Selector.uses_signal`; the prior of its signal's curve, see
+        :meth:`eegrad.ProgressThompson.steps_prior`). Optional: a pull told none leaves the
+        prior as it was."""
+        owner = "GradientEstimator.tell_local_steps"
+        if self._pending is None:
+            raise ProtocolError("tell_local_steps() without a pending ask(): ask() first")
+        value = check_real(steps, "steps", owner, gt=0)
+        self.selector.tell_local_steps(np.array([self._pending]), np.array([value]))
 
     def tell_parts(self, parts: Any, weights: Any) -> None:
         r"""The pull told as its parts: the n updates (clients, data-parallel workers) whose

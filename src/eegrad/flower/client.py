@@ -38,6 +38,10 @@ __all__ = ["DeviceCost", "WallClock", "budgeted_train", "with_spread_sums"]
 SHARE_KEY = "budget-share"
 #: The config key by which the server asks for sums-only replies (``secure_sums=True``).
 SUMS_KEY = "eegrad-sums"
+#: The metric of a reply that reports the local optimizer steps its client took (the helpers
+#: :func:`budgeted_train` and :func:`~eegrad.flower.budgeted_torch_train` report it; the default
+#: rule reads it as the prior of how the update grows with the share, where every reply has it).
+LOCAL_STEPS_KEY = "local-steps"
 #: The metrics a sums-only reply adds: ω², ω‖u‖² and 1/ω.
 SUMS_METRICS = ("eegrad-weight2", "eegrad-weighted-squares", "eegrad-inverse-weight")
 
@@ -187,7 +191,8 @@ def budgeted_train(
     callable
         ``train(message, context) -> Message``, to register with ``@app.train()`` or call from
         it. The reply holds the updated arrays under ``arrayrecord_key`` and a metric record
-        ``metrics`` with the weight (under ``weighted_by_key``), ``cost`` and ``seconds``.
+        ``metrics`` with the weight (under ``weighted_by_key``), ``cost``, ``local-steps`` (the
+        local SGD steps taken) and ``seconds``.
 
     Raises
     ------
@@ -248,9 +253,11 @@ def budgeted_train(
                          for i in range(local_steps)]  # fmt: skip
             else:  # mini-batches: a larger share buys more local steps
                 sizes = [batch_size] * (total // batch_size) + [total % batch_size]
-            for b in (s for s in sizes if s > 0):
+            sizes = [s for s in sizes if s > 0]
+            for b in sizes:
                 g = grad(arrays, b)
                 arrays = [a - lr * gi for a, gi in zip(arrays, g, strict=True)]
+            steps = len(sizes)
             cost = model.cost(total)
         else:
             seconds = share * model.seconds_per_unit
@@ -265,11 +272,13 @@ def budgeted_train(
                 if elapsed >= seconds or full:
                     break
             arrays = [a - lr * s / total for a, s in zip(arrays, acc, strict=True)]
+            steps = 1  # one step by the mean gradient of the chunks
             cost = (time.perf_counter() - start) / model.seconds_per_unit
         # The reply keeps the model's dtypes, as the server's aggregation expects.
         out = ArrayRecord({k: Array(np.asarray(a, dtype=r.dtype))
                            for k, a, r in zip(keys, arrays, received, strict=True)})  # fmt: skip
         metrics = MetricRecord({weighted_by_key: int(total), "cost": float(cost),
+                                LOCAL_STEPS_KEY: steps,
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
 

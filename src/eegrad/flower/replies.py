@@ -29,7 +29,7 @@ from .._validation import InvalidParameterError, NonFiniteGradientError
 from ..loop import GradientEstimator
 from ..parts import PullAccumulator, update_norm2
 from ..spread import SpreadSums
-from .client import SUMS_METRICS
+from .client import LOCAL_STEPS_KEY, SUMS_METRICS
 from .model_arrays import array_view
 from .privacy import PrivateRounds
 
@@ -84,6 +84,21 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
     cost = reply_cost(metrics, where, cost_metric=cost_metric, cost_scale=cost_scale,
                       required=cost_required)
     return arrays, weight, cost, metrics
+
+
+def reply_local_steps(metrics: Any, where: str) -> float:
+    """A reply's reported local steps (metric ``local-steps``): NaN where absent (the rule then
+    keeps its prior as it was); a value that is not finite and > 0 is an error naming ``where``
+    — the node and the round."""
+    if LOCAL_STEPS_KEY not in metrics:
+        return float("nan")
+    steps = float(metrics[LOCAL_STEPS_KEY])
+    if not math.isfinite(steps) or steps <= 0:
+        raise ClientUpdateError(
+            f"The reply of {where} reports {LOCAL_STEPS_KEY} = {steps!r}; it must be finite and "
+            "> 0 (the local optimizer steps its client took)."
+        )
+    return steps
 
 
 def reply_cost(metrics: Any, where: str, *, cost_metric: str = "cost", cost_scale: float = 1.0,
@@ -150,6 +165,11 @@ class RoundFold:
         self.node_costs[int(msg.metadata.src_node_id)] = out[2]
         return out
 
+    def local_steps(self) -> float | None:
+        """The mean of the replies' reported local steps, where every folded reply reported
+        them (None otherwise, and where the path reads no client metric)."""
+        return None
+
     def _nonfinite(self, msg: Message) -> NonFiniteGradientError:
         return NonFiniteGradientError(
             f"The update of node {msg.metadata.src_node_id} at server round "
@@ -197,6 +217,7 @@ class PlainFold(RoundFold):
     def __init__(self, *args: Any, spread: bool = True, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.pull = PullAccumulator(reference=self.model, spread=spread)
+        self._steps: list[float] = []  # each reply's reported local steps (NaN: none)
 
     @property
     def total_weight(self) -> float:
@@ -204,11 +225,19 @@ class PlainFold(RoundFold):
 
     def add(self, msg: Message) -> None:
         arrays, weight, _, metrics = self._read(msg)
+        node = int(msg.metadata.src_node_id)
+        self._steps.append(reply_local_steps(metrics, f"node {node} at server round "
+                                             f"{self.server_round}"))  # fmt: skip
         try:
             self.pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
             raise self._nonfinite(msg) from None
         self._add_metrics(metrics, weight)
+
+    def local_steps(self) -> float | None:
+        if not self._steps or not all(math.isfinite(k) for k in self._steps):
+            return None
+        return float(np.mean(self._steps))
 
     def finish(self, estimator: GradientEstimator) -> None:
         estimator.tell_pull(self.pull)

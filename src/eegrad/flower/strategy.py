@@ -151,11 +151,14 @@ def _default_rule_class(private: bool) -> type[SpreadThompson]:
 
 
 def default_rule_name(private: bool, per_cost: bool = False) -> str:
-    """How a checkpoint's fingerprint names the default every-round rule."""
+    """How a checkpoint's fingerprint names the default every-round rule (a run saved under
+    an earlier default is refused by name, not resumed with another rule)."""
     if per_cost:
-        return f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER})"
-    return (f"default ({_default_rule_class(private).__name__}, "
-            f"noise_order={DEFAULT_NOISE_ORDER})")  # fmt: skip
+        return (f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER}, "
+                "local-steps prior)")  # fmt: skip
+    cls = _default_rule_class(private)
+    prior = ", local-steps prior" if cls is ProgressThompson else ""
+    return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{prior})"
 
 
 class EEGradStrategy(Strategy):
@@ -698,6 +701,9 @@ class EEGradStrategy(Strategy):
             used = costs.round_cost(fold.costs, n)
             costs.tell(fold.node_costs)
         if replied:
+            steps = fold.local_steps()
+            if steps is not None and est.selector.uses_signal:
+                est.tell_local_steps(steps)  # the prior of the update's growth with the share
             fold.finish(est)
         else:
             est.withdraw()

@@ -14,7 +14,8 @@ with the round's budget deciding how much data a client can afford:
 
 The reply is what FedAvg expects — the model's ``state_dict`` as an ``ArrayRecord`` (its
 tensors' dtypes kept; they are trained on ``torch_device``) and ``num-examples`` (m, the distinct
-samples used: the weight of the update) — plus ``cost``, ``seconds`` and ``sample-gradients``.
+samples used: the weight of the update) — plus ``cost``, ``seconds``, ``sample-gradients``
+and ``local-steps`` (the optimizer steps taken).
 A loss or a parameter that becomes NaN or Inf is an error that names the node and the round
 (Flower returns it to the server as that node's error reply; the server drops the node for the
 round and records it).
@@ -38,7 +39,14 @@ from .._validation import (
     check_integer,
     check_real,
 )
-from .client import DeviceCost, WallClock, check_metric_key, proximal_mu, received_share
+from .client import (
+    LOCAL_STEPS_KEY,
+    DeviceCost,
+    WallClock,
+    check_metric_key,
+    proximal_mu,
+    received_share,
+)
 
 __all__ = ["budgeted_torch_train"]
 
@@ -153,8 +161,9 @@ def budgeted_torch_train(
                 )
             value.backward()
             opt.step()
+            taken[0] += 1
 
-        grads = 0
+        grads, taken = 0, [0]  # sample-gradients; optimizer steps
         if isinstance(budget, DeviceCost):
             total = budget.samples(share)
             m = min(total // epochs, len(X))
@@ -197,7 +206,7 @@ def budgeted_torch_train(
             )
         out = ArrayRecord(params)  # the tensors' dtypes kept (Flower moves them to the CPU)
         metrics = MetricRecord({weighted_by_key: int(m), "cost": float(cost),
-                                "sample-gradients": int(grads),
+                                "sample-gradients": int(grads), LOCAL_STEPS_KEY: taken[0],
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
 

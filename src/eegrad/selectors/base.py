@@ -445,6 +445,12 @@ class Selector:
         raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
                             "(uses_signal is False).")  # fmt: skip
 
+    def tell_local_steps(self, arms: Any, steps: Any) -> None:
+        """Tell the local steps the pending pull's clients took (their mean, shape (R,)), for
+        a rule that learns from the signal (:attr:`uses_signal`); refused otherwise."""
+        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
+                            "(uses_signal is False).")  # fmt: skip
+
     def tell_costs(self, costs: Any) -> None:
         """Tell the expected cost of a round of every arm, shape (N,), before the next ask, for
         a rule that weighs progress against cost (:attr:`uses_costs`); refused otherwise."""

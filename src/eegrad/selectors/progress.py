@@ -176,6 +176,10 @@ class ProgressThompson(SpreadThompson):
         self._shape_beta = np.zeros((R, k))  # the shape's own fit (warm start)
         self._curve = np.zeros((R, k))  # the curve as the rule uses it (signal_curve)
         self._fitted = np.zeros(R, bool)  # a fit has found a positive level
+        # The clients' reported local steps, per arm (discounted by shape_discount): Σ 1 and
+        # Σ log k̄ (tell_local_steps); the log-signal curve is shrunk towards twice their slope.
+        self._steps_weight = np.zeros((R, N))
+        self._steps_log = np.zeros((R, N))
         self._round_noise = None  # the last round's own estimate of its noise
         # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
         # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
@@ -323,6 +327,50 @@ class ProgressThompson(SpreadThompson):
             floor = (1.0 - np.sqrt(rho)) ** 2 * (noise / s) * (1.0 - decay) / (1.0 - rho)
         return decay + floor
 
+    def tell_local_steps(self, arms: Any, steps: Any) -> None:
+        r"""Tell the local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
+        shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
+        A round whose clients report none is simply not told."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: tell_local_steps() before init(R, N, d)")
+        R, N, _ = self._shape
+        owner = "ProgressThompson.tell_local_steps"
+        arms = np.asarray(arms)
+        if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
+                np.any((arms < 0) | (arms >= N)):  # fmt: skip
+            raise fail("arms", owner, f"R = {R} arm indices in 0..{N - 1}", arms)
+        k = check_array(steps, "steps", owner, shape=(R,))
+        if np.any(k <= 0):
+            raise fail("steps", owner, "local steps > 0", k)
+        self._steps_weight *= self.shape_discount
+        self._steps_log *= self.shape_discount
+        self._steps_weight[self._rows, arms] += 1.0
+        self._steps_log[self._rows, arms] += np.log(k)
+
+    def steps_prior(self) -> np.ndarray:
+        r"""The prior of the log-signal curve's coefficients, shape (R, k): 0 for the level, and
+        for the log-spend's twice the slope of the clients' log local steps in it — to first
+        order in the step size, k local steps move a client by :math:`\eta k\,g`, so that
+        :math:`s_n \propto \bar k_n^2` — fitted by least squares over the arms told, each
+        weighted by its rounds (0 until two arms have been told: a flat signal, FedSGD's)."""
+        R, k = self._beta.shape
+        prior = np.zeros((R, k))
+        if k == 1:
+            return prior
+        q = self._steps_weight
+        told = q > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            y = np.where(told, self._steps_log / q, 0.0)
+        X = self._features  # (N, k): 1, ℓ[, ℓ²]
+        for r in range(R):
+            if np.count_nonzero(told[r]) < k:  # as many arms as coefficients, at least
+                continue
+            A = (X * q[r][:, None]).T @ X
+            b = X.T @ (q[r] * y[r])
+            coef, *_ = np.linalg.lstsq(A, b, rcond=None)
+            prior[r, 1:] = np.clip(2.0 * coef[1:], -_SLOPE, _SLOPE)
+        return prior
+
     def forget_persistence(self) -> None:
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
         next round's persistence is not paired with the last one."""
@@ -396,10 +444,13 @@ class ProgressThompson(SpreadThompson):
 
     def signal_curve(self) -> np.ndarray:
         r"""The log-signal curve's coefficients in (1, ℓ[, ℓ²]) as the rule uses them, shape
-        (R, k): the fit, each coefficient of the log-spend shrunk towards 0 by its evidence,
-        :math:`\hat b_j \max(0, 1 - \widehat{\mathrm{Var}}\,\hat b_j / \hat b_j^2)`, so that a
-        trend is followed only where the rounds show one (a flat signal, FedSGD, is not read as
-        a slope from noise). Computed once per fit."""
+        (R, k): the fit, each coefficient of the log-spend shrunk towards its prior
+        :math:`p_j` (:meth:`steps_prior`: 0 unless the clients report their local steps) by
+        its evidence, :math:`p_j + (\hat b_j - p_j) \max(0, 1 - \widehat{\mathrm{Var}}\,\hat
+        b_j / (\hat b_j - p_j)^2)`, so that a trend other than the prior's is followed only
+        where the rounds show one (a flat signal, FedSGD, is not read as a slope from noise;
+        clients whose larger shares buy more steps are not read as flat from noise). Computed
+        once per fit."""
         return self._curve
 
     def _shrunk_curve(self) -> np.ndarray:
@@ -417,9 +468,11 @@ class ProgressThompson(SpreadThompson):
             sigma2 = np.where(rounds > k + 1.0, np.maximum(rss.sum(axis=1), 0.0) /
                               np.maximum(rounds - k, 1.0), np.inf)  # fmt: skip
             var = sigma2[:, None] * np.diagonal(np.linalg.inv(A), axis1=1, axis2=2)
-            keep = np.where(beta != 0, np.maximum(0.0, 1.0 - var / (beta * beta)), 0.0)
+            prior = self.steps_prior()
+            off = beta - prior
+            keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
         keep[:, 0] = 1.0  # the level is kept as fitted
-        return beta * np.nan_to_num(keep)
+        return prior + off * np.nan_to_num(keep)
 
     def signal(self) -> np.ndarray:
         """The fitted signal :math:`s_n = x_n^2` of every arm, shape (R, N) (0 before any)."""
