@@ -9,11 +9,12 @@ import pytest
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.clientapp import ClientApp
 
 from eegrad import InvalidParameterError
 from eegrad.examples import scorecard as sc
 from eegrad.examples.scorecard_settings import SETTINGS, federation
-from eegrad.flower import DeviceCost, budgeted_train
+from eegrad.flower import DeviceCost, LocalGrid, budgeted_train
 
 
 def _read(path):
@@ -126,6 +127,7 @@ def test_budgeted_train_spends_a_share_in_mini_batch_steps():
     device = DeviceCost(overhead=1.0, speed=2.0)
     train = budgeted_train(gradient, device, lr=0.1, batch_size=8)
     cfg = ConfigRecord({"budget-share": 12.0, "server-round": 1})
+    LocalGrid(ClientApp(), 1)  # sets the process's task identity, which a Message needs
     msg = Message(RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(3))}), "config": cfg}),
                   1, MessageType.TRAIN)  # fmt: skip
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0}, state=RecordDict(),
