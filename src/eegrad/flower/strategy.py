@@ -203,7 +203,9 @@ class EEGradStrategy(Strategy):
         The rule. Default for ``steps="every-round"``: :func:`default_rule`, told the
         population K and the arms' spends — :class:`~eegrad.ProgressThompson`, which picks n
         for the expected decrease of its round (the spread gives the noise, the round mean's
-        squared norm the signal, consecutive means the curvature), or with ``privacy``
+        squared norm the signal, consecutive means the curvature, and the clients' reported
+        ``local-steps`` metric, where every reply of a round has it, the prior of how the signal
+        grows with the share), or with ``privacy``
         :class:`~eegrad.SpreadThompson` told the release's noise; both with ``noise_order=2``
         (a client's noise :math:`\tau^2/\omega + \kappa^2/\omega^2`, for clients that run
         several local steps on the samples their share buys). For ``steps="t-rounds"``:

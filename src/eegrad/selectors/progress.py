@@ -43,6 +43,19 @@ updates unlike) a large one, and the least noise. Both fits discount the evidenc
 ``discount`` a round, as the noise's. Until rounds show a persistence, :math:`\Lambda = 1/(2x^*)`
 (:math:`x^* = \max_n x_n`: the longest update taken for the step a noiseless quadratic takes).
 
+**The curve's prior: the clients' local steps.** Each coefficient of the log-spend is shrunk
+towards a prior, not towards 0, where the clients report the local optimizer steps they took
+(:meth:`tell_local_steps`; :func:`~eegrad.flower.budgeted_train` and
+:func:`~eegrad.flower.budgeted_torch_train` report them as the metric ``local-steps``). To first
+order in the step size, :math:`k` local steps of size :math:`\eta` move a client by
+:math:`\eta k\, g`, so that :math:`s_n \propto \bar k_n^2`: the prior of the slope is twice the
+slope of :math:`\log \bar k_n` in the log-spend (:meth:`steps_prior`) — 0 where every arm takes
+the same steps (FedSGD, a fixed number of full-batch epochs), positive where a larger share buys
+more mini-batch steps. The rounds move the curve off its prior as their evidence grows. Without
+a prior, thin evidence (few arms pulled, a round of one noisy client) left the curve flat where
+the updates in fact grew with the share; seeing equal signals, the rule then asked the most
+clients, whose rounds barely move, and stayed there.
+
 **Choice.** The spread rule's warm-up, then: draw the noise's parameters as
 :class:`~eegrad.SpreadThompson` does, predict :math:`x_n` and :math:`v_n` for every arm and pull
 :math:`\arg\max_n (x_n - \Lambda m_n)` (ties to the largest n). Until a signal has been told,
@@ -80,6 +93,10 @@ class ProgressThompson(SpreadThompson):
     parameters); the signal and the persistence of consecutive round means are told with
     :meth:`tell_signal` (:class:`~eegrad.GradientEstimator` tells them for every round it
     records, and so :class:`~eegrad.flower.EEGradStrategy`). The module's notes give the model.
+
+    The clients' local steps, told with :meth:`tell_local_steps` where they report them (the
+    strategy tells the ``local-steps`` metric of its replies), are the prior of the signal
+    curve's slope (:meth:`steps_prior`).
 
     Parameters
     ----------
