@@ -148,6 +148,7 @@ def budgeted_torch_train(
         anchor = [p.detach().clone() for p in net.parameters()] if mu else []
 
         def step(idx: Any, epoch: int) -> None:
+            nonlocal taken
             opt.zero_grad()
             value = loss(net(X[idx].to(torch_device)), y[idx].to(torch_device))
             if mu:  # FedProx: (μ/2)‖w − w_t‖² keeps the client near the round's model
@@ -161,9 +162,9 @@ def budgeted_torch_train(
                 )
             value.backward()
             opt.step()
-            taken[0] += 1
+            taken += 1
 
-        grads, taken = 0, [0]  # sample-gradients; optimizer steps
+        grads, taken = 0, 0  # sample-gradients; optimizer steps
         if isinstance(budget, DeviceCost):
             total = budget.samples(share)
             m = min(total // epochs, len(X))
@@ -206,7 +207,7 @@ def budgeted_torch_train(
             )
         out = ArrayRecord(params)  # the tensors' dtypes kept (Flower moves them to the CPU)
         metrics = MetricRecord({weighted_by_key: int(m), "cost": float(cost),
-                                "sample-gradients": int(grads), LOCAL_STEPS_KEY: taken[0],
+                                "sample-gradients": int(grads), LOCAL_STEPS_KEY: taken,
                                 "seconds": time.perf_counter() - start})  # fmt: skip
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
 

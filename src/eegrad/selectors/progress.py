@@ -369,13 +369,14 @@ class ProgressThompson(SpreadThompson):
         for the log-spend's twice the slope of the clients' log local steps in it — to first
         order in the step size, k local steps move a client by :math:`\eta k\,g`, so that
         :math:`s_n \propto \bar k_n^2` — fitted by least squares over the arms told, each
-        weighted by its rounds (0 until two arms have been told: a flat signal, FedSGD's)."""
+        weighted by its rounds (0 until as many arms as the curve has coefficients have been
+        told: a flat signal, FedSGD's)."""
         R, k = self._beta.shape
         prior = np.zeros((R, k))
-        if k == 1:
-            return prior
         q = self._steps_weight
         told = q > 0
+        if k == 1 or not told.any():
+            return prior
         with np.errstate(invalid="ignore", divide="ignore"):
             y = np.where(told, self._steps_log / q, 0.0)
         X = self._features  # (N, k): 1, ℓ[, ℓ²]
