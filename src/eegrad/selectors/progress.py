@@ -229,19 +229,26 @@ class ProgressThompson(SpreadThompson):
         self._budget_left = None if budget_left is None else check_real(
             budget_left, "budget_left", "ProgressThompson.tell_costs", ge=0)  # fmt: skip
 
+    def _told_arms(self, arms: Any, call: str) -> np.ndarray:
+        """``arms`` of a tell call after init: R arm indices in 0..N − 1, else the error."""
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: {call}() before init(R, N, d)")
+        R, N, _ = self._shape
+        arms = np.asarray(arms)
+        if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
+                np.any((arms < 0) | (arms >= N)):  # fmt: skip
+            raise fail("arms", f"ProgressThompson.{call}", f"R = {R} arm indices in 0..{N - 1}",
+                       arms)  # fmt: skip
+        return arms
+
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
         r"""Tell the last pull's mean (after its parts were told): its squared norm
         :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
         ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
         shape (R,) (None: not known, e.g. the first round)."""
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: tell_signal() before init(R, N, d)")
-        R, N, _ = self._shape
         owner = "ProgressThompson.tell_signal"
-        arms = np.asarray(arms)
-        if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
-                np.any((arms < 0) | (arms >= N)):  # fmt: skip
-            raise fail("arms", owner, f"R = {R} arm indices in 0..{N - 1}", arms)
+        arms = self._told_arms(arms, "tell_signal")
+        R = self._shape[0]
         y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
         if np.any(y < 0):
             raise fail("mean_norm2", owner, "squared norms >= 0", y)
@@ -348,15 +355,9 @@ class ProgressThompson(SpreadThompson):
         r"""Tell the local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
         shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
         A round whose clients report none is simply not told."""
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: tell_local_steps() before init(R, N, d)")
-        R, N, _ = self._shape
         owner = "ProgressThompson.tell_local_steps"
-        arms = np.asarray(arms)
-        if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
-                np.any((arms < 0) | (arms >= N)):  # fmt: skip
-            raise fail("arms", owner, f"R = {R} arm indices in 0..{N - 1}", arms)
-        k = check_array(steps, "steps", owner, shape=(R,))
+        arms = self._told_arms(arms, "tell_local_steps")
+        k = check_array(steps, "steps", owner, shape=(self._shape[0],))
         if np.any(k <= 0):
             raise fail("steps", owner, "local steps > 0", k)
         self._steps_weight *= self.shape_discount
