@@ -448,7 +448,7 @@ class Selector:
     def tell_local_steps(self, arms: Any, steps: Any) -> None:
         """Tell the local steps the pending pull's clients took (their mean, shape (R,)), for
         a rule that learns from the signal (:attr:`uses_signal`); refused otherwise."""
-        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
+        raise ProtocolError(f"{self!r} does not learn from the clients' local steps "
                             "(uses_signal is False).")  # fmt: skip
 
     def tell_costs(self, costs: Any) -> None:

@@ -178,10 +178,9 @@ class ProgressThompson(SpreadThompson):
         span = float(log_spend.max() - log_spend.min())
         centred = (log_spend - log_spend.mean()) / (span if span > 0 else 1.0)
         self._features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
-        # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ q ŝ², Σ 1 (rounds).
+        # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ 1 (rounds).
         self._arm_q = np.zeros((R, N))
         self._arm_s = np.zeros((R, N))
-        self._arm_ss = np.zeros((R, N))
         self._arm_rounds = np.zeros((R, N))
         # The same of the signals divided by the level at their round (the curve's shape),
         # discounted by shape_discount: the arms' relative gains outlive the level's drift.
@@ -265,11 +264,10 @@ class ProgressThompson(SpreadThompson):
         q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
         s = y - v_round
         lam = self.discount
-        for arr in (self._arm_q, self._arm_s, self._arm_ss, self._arm_rounds):
+        for arr in (self._arm_q, self._arm_s, self._arm_rounds):
             arr *= lam
         self._arm_q[self._rows, arms] += q
         self._arm_s[self._rows, arms] += q * s
-        self._arm_ss[self._rows, arms] += q * s * s
         self._arm_rounds[self._rows, arms] += 1.0
         # The level before this round (the fit's, or the rounds' weighted mean signal).
         with np.errstate(invalid="ignore", divide="ignore"):
