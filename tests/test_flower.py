@@ -85,13 +85,33 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     assert isinstance(strategy.selector, ProgressThompson)
     replay = GradientEstimator(default_rule(K, strategy.spend(strategy.N)),
                                strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
-    for n, (_, parts, weights) in zip(arms, told, strict=True):
+    for t, (n, (_, parts, weights)) in enumerate(zip(arms, told, strict=True)):
+        replay.tell_rounds_left(25 - t)  # the strategy tells its rule the rounds left
         assert replay.ask() == n
         assert len(parts) == n
         replay.tell_parts(np.array(parts), np.array(weights))
         replay.result()
         replay.next_iterate()
     assert len(set(arms)) > 1
+
+
+def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
+    # Before each ask, the default rule is told the rounds left of the num_rounds the run was
+    # started with, this one included; a rule that does not weigh them is told nothing.
+    told = []
+    tell = ProgressThompson.tell_rounds_left
+
+    def spy(self, rounds):
+        told.append(rounds)
+        tell(self, rounds)
+
+    monkeypatch.setattr(ProgressThompson, "tell_rounds_left", spy)
+    _start(_strategy(), LocalGrid(_app(), K, seed=2), 6)
+    assert told == [6, 5, 4, 3, 2, 1]
+    told.clear()
+    _start(_strategy(selector=ProgressThompson(population=K, objective="signal-fraction")),
+           LocalGrid(_app(), K, seed=2), 3)  # fmt: skip
+    assert told == []
 
 
 def test_fedsgd_with_fixed_n_equals_a_plain_numpy_loop():

@@ -16,7 +16,7 @@ pytest.importorskip("flwr")
 from flwr.app import Array, ArrayRecord
 from flwr.serverapp.strategy import FedAdam
 
-from eegrad import FixedArm, MemoryThompson
+from eegrad import FixedArm, MemoryThompson, ProgressThompson
 from eegrad.checkpoint import CheckpointError, read_checkpoint
 from eegrad.flower import LocalGrid
 
@@ -40,13 +40,30 @@ CASES = [
 ]
 
 
+class _Stop(Exception):
+    """The interruption of a run (a crash, a kill) after a round."""
+
+
+def _start_until(strategy, grid, rounds, stop):
+    """A run of ``rounds`` rounds stopped after round ``stop``, as a crash would stop it (the
+    rule was told the rounds left of the whole run)."""
+
+    def evaluate(server_round, arrays):
+        if server_round == stop:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(D))}),
+                       num_rounds=rounds, evaluate_fn=evaluate)  # fmt: skip
+
+
 @pytest.mark.parametrize(("kw", "rounds", "stop"), CASES)
 def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop):
     full = _strategy(csv_path=tmp_path / "full.csv", **kw)
     res_full = _start(full, LocalGrid(_app(), K, seed=2), rounds)
     ck = tmp_path / "run.npz"
     first = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
-    _start(first, LocalGrid(_app(), K, seed=2), stop)
+    _start_until(first, LocalGrid(_app(), K, seed=2), rounds, stop)
     second = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
     res = _start(second, LocalGrid(_app(), K, seed=2), rounds)
     assert second.records == full.records
@@ -56,6 +73,25 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop)
     assert (tmp_path / "resumed.csv").read_text() == (tmp_path / "full.csv").read_text()
 
 
+def test_a_resumed_run_tells_its_rule_the_rounds_left(tmp_path, monkeypatch):
+    # Resumed after round 5 of 12, the rule is told 7, 6, ..., 1: the rounds left count from
+    # the checkpoint's round to the num_rounds of the resumed start.
+    told = []
+    tell = ProgressThompson.tell_rounds_left
+
+    def spy(self, rounds):
+        told.append(rounds)
+        tell(self, rounds)
+
+    monkeypatch.setattr(ProgressThompson, "tell_rounds_left", spy)
+    ck = tmp_path / "run.npz"
+    _start_until(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 12, 5)
+    assert told == [12, 11, 10, 9, 8]
+    told.clear()
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 12)
+    assert told == [7, 6, 5, 4, 3, 2, 1]
+
+
 def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
     ck = tmp_path / "run.npz"
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
@@ -63,7 +99,8 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=2, "
-                                              r"local-steps prior\)' "
+                                              r"local-steps prior, noise over sqrt\(rounds "
+                                              r"left\)\)' "
                                               r"in the checkpoint, 'FixedArm'"):  # fmt: skip
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
     other = ArrayRecord({"w": Array(np.zeros(D + 1))})
@@ -86,9 +123,11 @@ def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 2)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=1, "
-                                              r"local-steps prior\)' in the checkpoint, 'default "
+                                              r"local-steps prior, noise over sqrt\(rounds "
+                                              r"left\)\)' in the checkpoint, 'default "
                                               r"\(ProgressThompson, noise_order=2, local-steps "
-                                              r"prior\)' here"):  # fmt: skip
+                                              r"prior, noise over sqrt\(rounds left\)\)' "
+                                              r"here"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
 
 

@@ -32,12 +32,15 @@ def _world(seed, scale=0.3):
     return mu - mu.mean(axis=0)
 
 
-def _drive(rule, seed, rounds, gain, tau2=50.0, quadratic=False):
+def _drive(rule, seed, rounds, gain, tau2=50.0, quadratic=False, rounds_left=None,
+           steps=None):  # fmt: skip
     """``rounds`` rounds: n clients of K drawn without replacement, client k's update
     gain(n)·(g + μ_k + e), e of trace τ²/ω_n (the local work scales the whole update). With
     ``quadratic`` the direction is the gradient of F(w) = ½‖w‖² and every round steps
     w ← w − ū; else g is fixed (no curvature: consecutive updates alike). Returns the picks
-    and every arm's true signal (at ‖g‖ = 1) and noise."""
+    and every arm's true signal (at ‖g‖ = 1) and noise. ``rounds_left(t)``, where given, is told
+    before the ask of round t (0-based); ``steps(n)``, where given, the clients' local steps
+    told after it."""
     rng = np.random.default_rng(seed)
     mu = _world(seed)
     w = np.full(D, 1.0 / np.sqrt(D))
@@ -48,9 +51,13 @@ def _drive(rule, seed, rounds, gain, tau2=50.0, quadratic=False):
     noise = a**2 * (S2 * (1 / ns - 1 / K) + tau2 / (ns * OMEGA))
     est = GradientEstimator(rule, K, T=1, dim=D, rng=seed)
     picks = []
-    for _ in range(rounds):
+    for t in range(rounds):
+        if rounds_left is not None:
+            est.tell_rounds_left(rounds_left(t))
         n = est.ask()
         picks.append(n)
+        if steps is not None:
+            est.tell_local_steps(steps(n))
         c = rng.choice(K, n, replace=False)
         weights = np.full(n, OMEGA[n - 1])
         e = rng.standard_normal((n, D)) * np.sqrt(tau2 / weights / D)[:, None]
@@ -193,6 +200,92 @@ def test_without_curvature_the_longest_updates_win():
 
     assert mean_length(lambda s: _rule(seed=s)) > 0.8
     assert mean_length(lambda s: SpreadThompson(population=K, spend=SPEND, seed=s)) < 0.4
+
+
+def _growing_gain(n):
+    """Updates that grow with the share (gain ∝ spend^0.75): few clients go furthest, noisily."""
+    return (SPEND[n - 1] / SPEND[0]) ** 0.75
+
+
+def _growing_steps(n):
+    """The local steps behind :func:`_growing_gain` (k steps move a client k times as far)."""
+    return 4.0 * _growing_gain(n)
+
+
+def test_rounds_left_divide_the_noise_term_of_the_decrease():
+    # The run's end (the module's notes): told h rounds left by clients whose steps differ
+    # between the arms, the rule's objective is x_n − Λ_g s_n − Λ_ξ v_n/√h from its own fits,
+    # to rounding; h = 1 is the myopic D_n exactly, and so is a rule never told. Where every
+    # arm takes the same steps (none told: a flat prior), the weight is 1 whatever h.
+    rule = _rule(seed=0)
+    _drive(rule, 0, 40, _growing_gain, quadratic=True, steps=_growing_steps)
+    signal, noise, lam = rule.signal(), rule.predicted(), rule.curvature()
+    myopic = rule.predicted_progress()
+    np.testing.assert_array_equal(myopic, rule.progress(signal, noise, lam))
+    rule.tell_rounds_left(1)
+    np.testing.assert_array_equal(rule.predicted_progress(), myopic)
+    rule.tell_rounds_left(25)
+    assert rule.noise_weight()[0, 0] == 0.2
+    np.testing.assert_allclose(rule.predicted_progress(), rule.progress(signal, noise / 5.0, lam),
+                               rtol=1e-12)  # fmt: skip
+    assert np.any(rule.predicted_progress() != myopic)
+    flat = _rule(seed=0)
+    _drive(flat, 0, 40, _growing_gain, quadratic=True)
+    myopic = flat.predicted_progress()
+    flat.tell_rounds_left(25)
+    assert flat.noise_weight()[0, 0] == 1.0
+    np.testing.assert_array_equal(flat.predicted_progress(), myopic)
+
+
+def test_far_from_the_end_the_rule_goes_further_and_turns_to_less_noise_at_it():
+    # Updates that grow with the share on the quadratic (few clients: the longest and noisiest
+    # updates; the clients report the steps behind them), 240 rounds, 4 seeds. Told the rounds left to the run's end, the rule's picks in
+    # the first half go further than the myopic rule's (mean length of the picked updates,
+    # larger by over 10 %), and in the last 10 rounds, where √h < 3.2, have a mean noise at
+    # most that of its own first half. Told h = 1 every round, it picks exactly as untold.
+    rounds = 240
+
+    def picks(seed, rounds_left):
+        return _drive(_rule(seed=seed), seed, rounds, _growing_gain, quadratic=True,
+                      rounds_left=rounds_left, steps=_growing_steps)  # fmt: skip
+
+    far, near, myopic_far = [], [], []
+    for seed in range(4):
+        told, signal, noise = picks(seed, lambda t: rounds - t)
+        untold, _, _ = picks(seed, None)
+        x = np.sqrt(signal)
+        far.append(x[told[: rounds // 2] - 1].mean())
+        myopic_far.append(x[untold[: rounds // 2] - 1].mean())
+        near.append(noise[told[-10:] - 1].mean() / noise[told[: rounds // 2] - 1].mean())
+        ones, _, _ = picks(seed, lambda t: 1)
+        np.testing.assert_array_equal(ones, untold)
+    assert np.mean(far) > 1.1 * np.mean(myopic_far), (far, myopic_far)
+    assert np.mean(near) <= 1.0, near
+
+
+def test_rounds_left_errors():
+    rule = _rule()
+    with pytest.raises(ProtocolError, match="before init"):
+        rule.tell_rounds_left(3)
+    rule.init(1, K, D)
+    for bad in (0, -2):
+        with pytest.raises(InvalidParameterError, match="'rounds'.*>= 1"):
+            rule.tell_rounds_left(bad)
+    for bad in (1.5, "3", np.nan):
+        with pytest.raises(TypeError, match="'rounds'.*an integer"):
+            rule.tell_rounds_left(bad)
+    assert rule.uses_rounds_left
+    for other in (ProgressThompson(population=K, objective="horizon"),
+                  SpreadThompson(population=K)):  # fmt: skip
+        assert not other.uses_rounds_left
+        other.init(1, K, D)
+        with pytest.raises(ProtocolError, match="uses_rounds_left is False"):
+            other.tell_rounds_left(3)
+    est = GradientEstimator(_rule(), K, T=1, dim=D, rng=0)
+    est.tell_rounds_left(5)
+    est.ask()
+    with pytest.raises(ProtocolError, match="pull pending"):
+        est.tell_rounds_left(4)
 
 
 @pytest.mark.parametrize("objective", ["decrease", "signal-fraction"])

@@ -341,6 +341,17 @@ class GradientEstimator:
         value = check_real(steps, "steps", owner, gt=0)
         self.selector.tell_local_steps(np.array([self._pending]), np.array([value]))
 
+    def tell_rounds_left(self, rounds: int) -> None:
+        """Tell the rounds the run has left, the next ask's included (an integer >= 1), before
+        that ask, for a rule that weighs a round's noise against them
+        (:attr:`~eegrad.Selector.uses_rounds_left`: :class:`~eegrad.ProgressThompson`'s
+        ``"decrease"`` objective, which then aims at the loss at the run's end). Optional: a
+        rule never told charges each round's noise in full."""
+        if self._pending is not None:
+            raise ProtocolError("tell_rounds_left() with a pull pending: tell() its gradient "
+                                "first (the rounds left inform the next ask)")  # fmt: skip
+        self.selector.tell_rounds_left(rounds)
+
     def tell_parts(self, parts: Any, weights: Any) -> None:
         r"""The pull told as its parts: the n updates (clients, data-parallel workers) whose
         weighted mean is the round's gradient, with the samples each used.

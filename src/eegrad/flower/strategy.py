@@ -126,7 +126,9 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     Without privacy, :class:`~eegrad.ProgressThompson` (``noise_order=2``): n chosen for the
     expected decrease of its round, from the spread (the noise) and the round mean's squared
     norm and persistence (the signal and the curvature), so that clients whose larger shares
-    buy more local steps are valued for how far they go. With a private release
+    buy more local steps are valued for how far they go; told the rounds the run has left (of
+    the ``num_rounds`` it is started with), it charges a round's noise what of it reaches the
+    run's end (:class:`~eegrad.ProgressThompson`'s notes, *The run's end*). With a private release
     (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm n's mean),
     :class:`~eegrad.SpreadThompson` (``noise_order=2``) told it: the release's noise buries
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
@@ -157,7 +159,7 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
         return (f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER}, "
                 "local-steps prior)")  # fmt: skip
     cls = _default_rule_class(private)
-    prior = ", local-steps prior" if cls is ProgressThompson else ""
+    prior = ", local-steps prior, noise over sqrt(rounds left)" if cls is ProgressThompson else ""
     return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{prior})"
 
 
@@ -205,7 +207,9 @@ class EEGradStrategy(Strategy):
         for the expected decrease of its round (the spread gives the noise, the round mean's
         squared norm the signal, consecutive means the curvature, and the clients' reported
         ``local-steps`` metric, where every reply of a round has it, the prior of how the signal
-        grows with the share), or with ``privacy``
+        grows with the share; told before each round the rounds left of ``num_rounds``, and
+        where those steps differ between the arms, it charges a round's noise what of it reaches
+        the run's end), or with ``privacy``
         :class:`~eegrad.SpreadThompson` told the release's noise; both with ``noise_order=2``
         (a client's noise :math:`\tau^2/\omega + \kappa^2/\omega^2`, for clients that run
         several local steps on the samples their share buys). For ``steps="t-rounds"``:
@@ -474,6 +478,7 @@ class EEGradStrategy(Strategy):
         if self.strategy is not None:
             load_inner_state(self.strategy, self._inner_initial)
         self._offset = 0  # rounds done before a resumed start
+        self._num_rounds: int | None = None  # the run's last server round (begin_run)
         self._min_clients = 1  # the least n a round can run (2 under SecAgg+: begin_run)
         self._round: dict[str, Any] | None = None
         self._latest: ArrayRecord | None = None  # the model the next round starts from
@@ -582,6 +587,10 @@ class EEGradStrategy(Strategy):
             self._setup(len(nodes), sum(a.size for a in model))
         least = min(self._min_clients, state.estimator.N)
         most = None if self.total_budget is None else self._affordable(server_round, least)
+        if self.budget is not None and self._num_rounds is not None and \
+                state.estimator.selector.uses_rounds_left:  # fmt: skip
+            # the rule aims at the loss at the run's end (this round and those after it)
+            state.estimator.tell_rounds_left(max(1, self._num_rounds - server_round + 1))
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
@@ -827,6 +836,7 @@ class EEGradStrategy(Strategy):
                 "at round %d of %d", self.checkpoint, self.state.server_round,
                 self.state.server_round + 1, num_rounds)  # fmt: skip
         self._offset = self.state.server_round
+        self._num_rounds = int(num_rounds)
         self._latest = arrays
         return arrays
 
@@ -838,6 +848,7 @@ class EEGradStrategy(Strategy):
     def end_run(self) -> None:
         """End the run :meth:`begin_run` began: server rounds count from 1 again."""
         self._offset = 0
+        self._num_rounds = None
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,

@@ -117,6 +117,9 @@ class Selector:
     #: Whether the rule weighs each arm's progress against the cost of its round
     #: (:meth:`tell_costs`), e.g. where a round's cost grows with n.
     uses_costs: bool = False
+    #: Whether the rule weighs a round's noise against the rounds the run has left
+    #: (:meth:`tell_rounds_left`, before each ask), as :class:`~eegrad.ProgressThompson`.
+    uses_rounds_left: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
     #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
     #: round's choice); set before each estimate by its driver from the engine that runs it
@@ -450,6 +453,13 @@ class Selector:
         a rule that learns from the signal (:attr:`uses_signal`); refused otherwise."""
         raise ProtocolError(f"{self!r} does not learn from the clients' local steps "
                             "(uses_signal is False).")  # fmt: skip
+
+    def tell_rounds_left(self, rounds: int) -> None:
+        """Tell the rounds the run has left, the next one included (>= 1), before the next
+        ask, for a rule that weighs a round's noise against them (:attr:`uses_rounds_left`);
+        refused otherwise."""
+        raise ProtocolError(f"{self!r} does not weigh a round's noise against the rounds left "
+                            "(uses_rounds_left is False).")  # fmt: skip
 
     def tell_costs(self, costs: Any) -> None:
         """Tell the expected cost of a round of every arm, shape (N,), before the next ask, for
