@@ -95,9 +95,8 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
     assert len(set(arms)) > 1
 
 
-def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
-    # Before each ask, the default rule is told the rounds left of the num_rounds the run was
-    # started with, this one included; a rule that does not weigh them is told nothing.
+def _told_rounds_left(monkeypatch):
+    """The rounds left every ProgressThompson is told, in order (a spy on tell_rounds_left)."""
     told = []
     tell = ProgressThompson.tell_rounds_left
 
@@ -106,6 +105,13 @@ def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
         tell(self, rounds)
 
     monkeypatch.setattr(ProgressThompson, "tell_rounds_left", spy)
+    return told
+
+
+def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
+    # Before each ask, the default rule is told the rounds left of the num_rounds the run was
+    # started with, this one included; a rule that does not weigh them is told nothing.
+    told = _told_rounds_left(monkeypatch)
     _start(_strategy(), LocalGrid(_app(), K, seed=2), 6)
     assert told == [6, 5, 4, 3, 2, 1]
     told.clear()

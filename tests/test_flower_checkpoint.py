@@ -16,12 +16,12 @@ pytest.importorskip("flwr")
 from flwr.app import Array, ArrayRecord
 from flwr.serverapp.strategy import FedAdam
 
-from eegrad import FixedArm, MemoryThompson, ProgressThompson
+from eegrad import FixedArm, MemoryThompson
 from eegrad.checkpoint import CheckpointError, read_checkpoint
 from eegrad.flower import LocalGrid
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_flower import D, K, _app, _start, _strategy
+from test_flower import D, K, _app, _start, _strategy, _told_rounds_left
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,14 +76,7 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop)
 def test_a_resumed_run_tells_its_rule_the_rounds_left(tmp_path, monkeypatch):
     # Resumed after round 5 of 12, the rule is told 7, 6, ..., 1: the rounds left count from
     # the checkpoint's round to the num_rounds of the resumed start.
-    told = []
-    tell = ProgressThompson.tell_rounds_left
-
-    def spy(self, rounds):
-        told.append(rounds)
-        tell(self, rounds)
-
-    monkeypatch.setattr(ProgressThompson, "tell_rounds_left", spy)
+    told = _told_rounds_left(monkeypatch)
     ck = tmp_path / "run.npz"
     _start_until(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 12, 5)
     assert told == [12, 11, 10, 9, 8]
