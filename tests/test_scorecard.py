@@ -56,6 +56,33 @@ def test_quick_card_writes_its_table_and_resumes(tmp_path):
     assert _read(out / "scorecard.csv") == rows
 
 
+def test_candidates_run_on_the_defaults_streams_and_are_paired_with_it(tmp_path):
+    # A candidate of no arguments is the default on the default's streams (common random
+    # numbers): the same rows and arms, a paired difference of exactly 0; one that changes
+    # the rule (damped steps) differs, and its table has the paired column.
+    out = tmp_path / "card"
+    summaries = sc.main(out, quick=True, settings=["fedsgd"], progress=False,
+                        candidates={"same": {}, "damped": {"damp_exploration": True}})  # fmt: skip
+    rows = _read(out / "scorecard.csv")
+
+    def of(method):
+        return [{**r, "method": ""} for r in rows if r["method"] == method]
+
+    assert of("same") == of("default")
+    arms = _read(out / "arms.csv")
+    assert [{**a, "method": ""} for a in arms if a["method"] == "same"] == \
+        [{**a, "method": ""} for a in arms if a["method"] == "default"]  # fmt: skip
+    assert summaries["same"]["fedsgd"]["versus_default"] == (0.0, 0.0)
+    assert summaries["default"]["fedsgd"]["versus_default"] is None
+    assert of("damped") != of("default")
+    mean, se = summaries["damped"]["fedsgd"]["versus_default"]
+    assert np.isfinite(mean)
+    assert se > 0
+    table = (out / "scorecard.md").read_text()
+    assert "| − default |" in table
+    assert f"{mean:+.3f} ± {se:.3f}" in table
+
+
 def test_summary_ranks_against_the_fixed_n_with_paired_errors():
     # Three fixed n and the default on two seeds: the best, the median of the fixed n's means,
     # the ratios, the rank and the paired difference in SEs, by hand.

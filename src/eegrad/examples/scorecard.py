@@ -59,7 +59,8 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
     """One federation of ``rounds`` rounds on an in-process grid: its evaluation rows and, for
     an EE-Grad strategy, the n of every round. ``method`` is ``"default"``, ``"fedavg-<n>"`` or
     the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`;
-    a callable ``selector`` is called with the :class:`Federation` to build the run's rule)."""
+    a callable ``selector`` is called with the :class:`Federation` to build the run's rule),
+    which runs on the default's random streams (a candidate of no arguments is the default)."""
     import random
 
     from flwr.app import ConfigRecord, MetricRecord
@@ -71,7 +72,9 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
 
         torch.set_num_threads(1)  # one thread: the same rows whatever the machine's cores
     fed = federation(setting, seed, rounds, quick)
-    mid = method_id(setting, method)
+    # A candidate draws the default's streams (clients sampled, batches, the rule's draws):
+    # common random numbers, so that its paired difference to the default is the rule's.
+    mid = method_id(setting, "default" if candidate is not None else method)
     config: dict[str, Any] = {"method-id": mid}
     rows: list[dict[str, Any]] = []
     if method.startswith("fedavg-"):
@@ -213,27 +216,37 @@ def summarise(rows: list[dict[str, Any]], method: str = "default") -> dict[str, 
     seeds = sorted(set(finals[method]) & set(finals[best]))
     diff = [finals[method][s] - finals[best][s] for s in seeds]
     d_mean, d_se = _mean_se(diff)
+    versus = None  # a candidate against the default, seed by seed, in the best's units
+    if method != "default" and "default" in finals:
+        both = sorted(set(finals[method]) & set(finals["default"]))
+        versus = _mean_se([(finals[method][s] - finals["default"][s]) / stats[best][0]
+                           for s in both])  # fmt: skip
     return {"final_loss": stats, "best": best, "best_loss": stats[best][0],
             "median_loss": median, "over_best": mine / stats[best][0],
             "over_median": mine / median, "rank": 1 + sum(stats[m][0] < mine for m in order),
             "fixed": len(order), "ses_from_best": d_mean / d_se if d_se > 0 else float("nan"),
-            "below_median": mine <= median}  # fmt: skip
+            "below_median": mine <= median, "versus_default": versus}  # fmt: skip
 
 
 def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
-    """The card as a Markdown table."""
+    """The card as a Markdown table; a candidate's has a last column, its paired difference
+    to the default (mean ± SE over seeds, in units of the best fixed n's loss)."""
+    versus = method != "default"
     lines = ["| setting | best fixed n | median fixed n | " + method + " | / best | / median | "
-             "rank | SEs from best |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "rank | SEs from best |" + (" − default |" if versus else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|" if versus else "")]  # fmt: skip
     for name, s in summaries.items():
         st = SETTINGS[name]
         mean, se, _ = s["final_loss"][method]
         b_mean, b_se, _ = s["final_loss"][s["best"]]
-        lines.append(
-            f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
-            f"{b_mean:.4f} ± {b_se:.4f} | {s['median_loss']:.4f} | {mean:.4f} ± {se:.4f} | "
-            f"{s['over_best']:.3f} | {s['over_median']:.3f} | {s['rank']} of "
-            f"{s['fixed'] + 1} | {s['ses_from_best']:+.1f} |"
-        )
+        line = (f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
+                f"{b_mean:.4f} ± {b_se:.4f} | {s['median_loss']:.4f} | {mean:.4f} ± {se:.4f} | "
+                f"{s['over_best']:.3f} | {s['over_median']:.3f} | {s['rank']} of "
+                f"{s['fixed'] + 1} | {s['ses_from_best']:+.1f} |")  # fmt: skip
+        if versus:
+            v = s.get("versus_default")
+            line += " – |" if v is None else f" {v[0]:+.3f} ± {v[1]:.3f} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -306,7 +319,8 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
 
     ``quick``: 2 seeds, the short runs of each setting and about five fixed n (minutes);
     otherwise 10 seeds and every fixed n. ``candidates``: other EE-Grad strategies to run
-    beside the default (name → keyword arguments), each summarised as the default is.
+    beside the default (name → keyword arguments), each on the default's random streams and
+    summarised as the default is, with its paired difference to the default.
     """
     owner = "eegrad.examples.scorecard.main"
     names = check_settings(list(SETTINGS) if settings is None else settings)
