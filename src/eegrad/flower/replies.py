@@ -34,12 +34,17 @@ from .model_arrays import array_view
 from .privacy import PrivateRounds
 
 __all__ = ["ClientUpdateError", "PlainFold", "PrivateFold", "RoundFold", "SumsFold",
-           "read_reply", "reply_cost"]  # fmt: skip
+           "read_reply", "reply_cost", "reply_source"]  # fmt: skip
 
 
 class ClientUpdateError(InvalidParameterError):
     """A client's update cannot be used (wrong arrays or shapes); the message names the node
     and the round."""
+
+
+def reply_source(node: Any, server_round: Any) -> str:
+    """How an error names a reply: its node and its server round."""
+    return f"node {node} at server round {server_round}"
 
 
 def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.ndarray], *,
@@ -52,7 +57,7 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
     the metric ``cost_metric`` (NaN where absent, unless ``cost_required``: then an error naming
     the node, the round and the metric; a negative or non-finite cost is one too)."""
     node = msg.metadata.src_node_id
-    where = f"node {node} at server round {server_round}"
+    where = reply_source(node, server_round)
     content = msg.content
     rec = content.get(arrayrecord_key)
     if not isinstance(rec, ArrayRecord):
@@ -170,10 +175,13 @@ class RoundFold:
         them (None otherwise, and where the path reads no client metric)."""
         return None
 
+    def _source(self, msg: Message) -> str:
+        """How an error names ``msg``: its node and the round (:func:`reply_source`)."""
+        return reply_source(msg.metadata.src_node_id, self.server_round)
+
     def _nonfinite(self, msg: Message) -> NonFiniteGradientError:
         return NonFiniteGradientError(
-            f"The update of node {msg.metadata.src_node_id} at server round "
-            f"{self.server_round} contains NaN or Inf."
+            f"The update of {self._source(msg)} contains NaN or Inf."
         )
 
     def add(self, msg: Message) -> None:
@@ -225,9 +233,7 @@ class PlainFold(RoundFold):
 
     def add(self, msg: Message) -> None:
         arrays, weight, _, metrics = self._read(msg)
-        node = int(msg.metadata.src_node_id)
-        self._steps.append(reply_local_steps(metrics, f"node {node} at server round "
-                                             f"{self.server_round}"))  # fmt: skip
+        self._steps.append(reply_local_steps(metrics, self._source(msg)))
         try:
             self.pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
@@ -263,9 +269,9 @@ class SumsFold(RoundFold):
         missing = [k for k in SUMS_METRICS if k not in metrics]
         if missing:
             raise ClientUpdateError(
-                f"The reply of node {msg.metadata.src_node_id} at server round "
-                f"{self.server_round} has no {missing[0]!r}: with secure_sums=True the clients' "
-                "train function must be wrapped with eegrad.flower.with_spread_sums."
+                f"The reply of {self._source(msg)} has no {missing[0]!r}: with secure_sums=True "
+                "the clients' train function must be wrapped with "
+                "eegrad.flower.with_spread_sums."
             )
         views = [array_view(a) for a in arrays]
         self._total = [v.astype(v.dtype, copy=True) for v in views] if self._total is None \

@@ -73,7 +73,7 @@ from .._validation import InvalidParameterError, check_real, fail
 from ..loop import GradientEstimator
 from ..spread import SpreadSums
 from .model_arrays import cast_like
-from .replies import RoundFold, reply_cost
+from .replies import RoundFold, reply_cost, reply_source
 from .strategy import STOPS, EEGradStrategy
 
 __all__ = ["CLIP_KEY", "MAX_WEIGHT_KEY", "NORM2_BOUND_KEY", "SecAggFold", "SecAggPlusStrategy",
@@ -126,7 +126,7 @@ def secaggplus_train(
     def wrapped(msg: Message, context: Context) -> Message:
         fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
         config = dict(fitins.config)
-        where = f"node {context.node_id} at server round {config.get('server-round', '?')}"
+        where = reply_source(context.node_id, config.get("server-round", "?"))
         for key in (CLIP_KEY, NORM2_BOUND_KEY, MAX_WEIGHT_KEY):
             if key not in config:
                 raise InvalidParameterError(
@@ -295,7 +295,7 @@ class SecAggPlusStrategy(LegacyStrategy):
         failed = [nid for nid in rnd["nodes"] if nid not in replied]
         means = parameters_to_ndarrays(results[0][1].parameters) if results else []
         costs = {int(p.node_id): reply_cost(
-            r.metrics, f"node {p.node_id} at server round {rnd['server_round']}",
+            r.metrics, reply_source(p.node_id, rnd["server_round"]),
             cost_metric=s.cost_metric, cost_scale=s.cost_scale,
             required=s.total_budget is not None) for p, r in results}  # fmt: skip
         fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=means,

@@ -587,10 +587,7 @@ class EEGradStrategy(Strategy):
             self._setup(len(nodes), sum(a.size for a in model))
         least = min(self._min_clients, state.estimator.N)
         most = None if self.total_budget is None else self._affordable(server_round, least)
-        if self.budget is not None and self._num_rounds is not None and \
-                state.estimator.selector.uses_rounds_left:  # fmt: skip
-            # the rule aims at the loss at the run's end (this round and those after it)
-            state.estimator.tell_rounds_left(max(1, self._num_rounds - server_round + 1))
+        self._tell_what_is_left(server_round)
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
@@ -619,14 +616,25 @@ class EEGradStrategy(Strategy):
         return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
                 for nid in chosen]  # fmt: skip
 
+    def _tell_what_is_left(self, server_round: int) -> None:
+        """Before the rule asks, tell it what is left of the run, where it weighs it: with a
+        total budget, every n's expected cost and the budget left (:attr:`~eegrad.Selector.
+        uses_costs`); with a per-round budget, the rounds left of ``num_rounds``, this one
+        included (:attr:`~eegrad.Selector.uses_rounds_left`: the loss at the run's end)."""
+        est = self.state.estimator
+        if self.total_budget is not None:
+            if est.selector.uses_costs:
+                est.selector.tell_costs(np.maximum(self.round_costs().expected(est.N), 1e-12),
+                                        budget_left=self.total_budget - self.state.cost)  # fmt: skip
+        elif self._num_rounds is not None and est.selector.uses_rounds_left:
+            est.tell_rounds_left(max(1, self._num_rounds - server_round + 1))
+
     def _affordable(self, server_round: int, least: int) -> int:
         """With a total budget: the most clients the budget left affords in the worst case
-        (its clients as costly as the costliest seen), the rule told every n's expected cost
-        and the budget left; raises :class:`BudgetSpent` where it affords not ``least``."""
+        (its clients as costly as the costliest seen); raises :class:`BudgetSpent` where it
+        affords not ``least``."""
         state = self.state
-        N = state.estimator.N
-        costs = self.round_costs()
-        worst = costs.worst(N)
+        worst = self.round_costs().worst(state.estimator.N)
         left = self.total_budget - state.cost
         affordable = np.flatnonzero(worst <= left)  # never more than the budget left
         if affordable.size == 0 or affordable.max() + 1 < least:
@@ -636,9 +644,6 @@ class EEGradStrategy(Strategy):
                 f"{left:.4g} of {self.total_budget:g}; the run ends after round "
                 f"{server_round - 1}."
             )
-        if state.estimator.selector.uses_costs:
-            state.estimator.selector.tell_costs(np.maximum(costs.expected(N), 1e-12),
-                                                budget_left=left)  # fmt: skip
         return int(affordable.max()) + 1
 
     def _new_fold(self) -> RoundFold:
