@@ -225,7 +225,9 @@ class PlainFold(RoundFold):
     def __init__(self, *args: Any, spread: bool = True, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.pull = PullAccumulator(reference=self.model, spread=spread)
-        self._steps: list[float] = []  # each reply's reported local steps (NaN: none)
+        # The replies' reported local steps: their sum, and the replies folded and those that
+        # reported them (a running sum: the fold's memory does not grow with n).
+        self._steps_sum, self._replies, self._reported = 0.0, 0, 0
 
     @property
     def total_weight(self) -> float:
@@ -233,7 +235,11 @@ class PlainFold(RoundFold):
 
     def add(self, msg: Message) -> None:
         arrays, weight, _, metrics = self._read(msg)
-        self._steps.append(reply_local_steps(metrics, self._source(msg)))
+        steps = reply_local_steps(metrics, self._source(msg))
+        self._replies += 1
+        if math.isfinite(steps):
+            self._steps_sum += steps
+            self._reported += 1
         try:
             self.pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
@@ -241,9 +247,9 @@ class PlainFold(RoundFold):
         self._add_metrics(metrics, weight)
 
     def local_steps(self) -> float | None:
-        if not self._steps or not all(math.isfinite(k) for k in self._steps):
+        if self._replies == 0 or self._reported < self._replies:
             return None
-        return float(np.mean(self._steps))
+        return self._steps_sum / self._replies
 
     def finish(self, estimator: GradientEstimator) -> None:
         estimator.tell_pull(self.pull)
