@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "flower-scorecard: 2 seeds, short runs, about 5 fixed n (minutes)")
     ex.add_argument("--settings", nargs="+", default=None, metavar="NAME",
                     help="flower-scorecard: the settings to run (default all)")
+    ex.add_argument("--warmup-reference", action="store_true",
+                    help="flower-scorecard: also run, in each setting, the default's warm-up "
+                         "arms then the best fixed n (what the warm-up alone costs)")  # fmt: skip
     ex.add_argument("--runtime", choices=("local", "simulation"), default="local",
                     help="flower: messages delivered in this process, or Flower's simulation "
                          "runtime (Ray)")  # fmt: skip
@@ -342,7 +345,8 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
 
         out = args.out or Path("results/flower_scorecard")
         scorecard(out, quick=args.quick, seeds=args.seeds, settings=args.settings,
-                  jobs=args.jobs, progress=not getattr(args, "quiet", False), command=command)
+                  jobs=args.jobs, progress=not getattr(args, "quiet", False), command=command,
+                  warmup_reference=args.warmup_reference)  # fmt: skip
         print(f"wrote {out}/")
         return 0
     seeded = {"flower-torch": ("flower_torch", 80), "flower-dp": ("flower_dp", 100)}

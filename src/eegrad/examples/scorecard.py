@@ -20,6 +20,12 @@ every round (``setting,method,seed,round,n``); ``scorecard.md`` — the table an
 ``scorecard.png`` — each setting's loss over cost; ``metadata.json``. Each finished federation is
 saved under ``runs/`` as it ends, so an interrupted card rerun with the same command runs only
 what is missing.
+
+``warmup_reference`` runs one more method beside them, ``warmup-then-<n>``: the default's
+warm-up arms, then the best fixed n in hindsight every round (:class:`WarmupThenFixed`), on the
+default's streams. It costs what the default's warm-up alone costs against that n, which no
+rule that explores the same way can beat, and so separates, in the default's gap to the best
+fixed n, the warm-up's share from that of its later choices.
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from ..results import atomic_write_bytes, environment, write_json, write_table
-from .scorecard_settings import SETTINGS, check_settings, federation, method_id
+from ..selectors.base import Selector
+from .scorecard_settings import SETTINGS, Federation, check_settings, federation, method_id
 
-__all__ = ["ARM_COLUMNS", "COLUMNS", "main", "run", "run_one", "summarise"]
+__all__ = ["ARM_COLUMNS", "COLUMNS", "WarmupThenFixed", "main", "run", "run_one", "summarise",
+           "warmup_then"]
 
 #: Columns of ``scorecard.csv``.
 COLUMNS = ("setting", "method", "seed", "round", "cost", "train_loss", "test_accuracy")
@@ -45,6 +53,69 @@ ARM_COLUMNS = ("setting", "method", "seed", "round", "n")
 #: Fraction of each run's evaluations averaged into its final loss.
 LAST = 0.2
 QUICK_FIXED = 5  # --quick: about this many fixed n, spread over 1..N
+#: The label of the warm-up reference in the summaries and the table (``warmup_reference``).
+WARMUP_REFERENCE = "warmup-best"
+
+
+class WarmupThenFixed(Selector):
+    """The arms of a rule's warm-up, in its order, then one fixed n every round.
+
+    Beside the default with the best fixed n in hindsight, it measures what the default's
+    warm-up alone costs (the module's notes): the rounds after it are FedAvg's at that n.
+
+    Parameters
+    ----------
+    rule : SpreadThompson
+        The rule whose warm-up is played (its ``warmup`` after ``init``, 0-based arms); it is
+        only initialised, never told.
+    n : int
+        The fixed n after the warm-up, 1 <= n <= N.
+    """
+
+    uses_statistics = False
+    keeps_memory = True  # the rounds asked span iterates (a federation's round is an iterate)
+
+    def __init__(self, rule: Any, n: int) -> None:
+        super().__init__()
+        from ..selectors.spread import SpreadThompson
+
+        if not isinstance(rule, SpreadThompson):
+            raise TypeError("The 'rule' parameter of WarmupThenFixed must be a rule with a "
+                            f"warm-up (a SpreadThompson). Got {rule!r} instead.")  # fmt: skip
+        self.rule = rule
+        self.n = check_integer(n, "n", "WarmupThenFixed", ge=1)
+
+    def get_params(self) -> dict[str, Any]:
+        """``{'n': n}``."""
+        return {"n": self.n}
+
+    def init(self, R: int, N: int, d: int, truth: Any = None, streams: Any = None) -> None:
+        """As :meth:`Selector.init`; n must be an arm (n <= N). Reads the rule's warm-up."""
+        if self.n > N:
+            raise fail("n", "WarmupThenFixed", f"a number of clients in 1..N = 1..{N}", self.n)
+        self.rule.init(R, N, d)
+        self.schedule = [*self.rule.warmup, self.n - 1]
+        self.asked = 0  # rounds asked (the estimator restarts t at every iterate)
+        super().init(R, N, d, truth, streams)
+
+    def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
+        """A new SGD iterate: the rounds asked are kept."""
+        asked = self.asked
+        super().next_iterate(truth, streams)
+        self.asked = asked
+
+    def _select(self, t: int) -> np.ndarray:
+        arm = self.schedule[min(self.asked, len(self.schedule) - 1)]
+        self.asked += 1
+        return np.full(self._shape[0], arm, dtype=np.int64)
+
+
+def warmup_then(fed: Federation, n: int) -> WarmupThenFixed:
+    """The warm-up of the default rule for ``fed`` (per-round or total budget), then n."""
+    from ..flower.strategy import default_rule
+
+    spend = np.array([fed.share(m) for m in range(1, fed.N + 1)])
+    return WarmupThenFixed(default_rule(fed.K, spend, per_cost=fed.total_budget is not None), n)
 
 
 def _fixed_ns(N: int, quick: bool) -> list[int]:
@@ -160,14 +231,41 @@ def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int
     Each federation is seeded by its own (setting, method, seed), so the rows are the same
     whatever ``jobs`` (joblib's loky processes) and whatever was saved in ``store`` before.
     """
+    todo = plan(settings, seeds, quick=quick, candidates=candidates)
+    return _execute(todo, jobs=jobs, store=store, progress=progress)
+
+
+def _execute(todo: list[tuple], *, jobs: int, store: Path | None,
+             progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """The federations of ``todo`` (tuples of :func:`plan`) in joblib's loky processes."""
     import joblib
 
-    todo = plan(settings, seeds, quick=quick, candidates=candidates)
     parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
         joblib.delayed(_job)(*t, store, progress) for t in todo)  # t ends with quick
     rows = [r for part, _ in parts for r in part]
     arms = [a for _, part in parts for a in part]
     return rows, arms
+
+
+def _warmup_references(rows: list[dict], names: list[str], seeds: list[int], *, quick: bool,
+                       jobs: int, store: Path | None,
+                       progress: bool) -> tuple[list[dict], list[dict], dict[str, str]]:  # fmt: skip
+    """Each setting's ``warmup-then-<n>`` at its best fixed n in ``rows``: (rows, arms, the
+    method of every setting)."""
+    import functools
+
+    todo, methods = [], {}
+    for name in names:
+        best = summarise([r for r in rows if r["setting"] == name])["best"]
+        n = int(best.removeprefix("fedavg-"))
+        methods[name] = f"warmup-then-{n}"
+        s = SETTINGS[name]
+        rounds = s.quick_rounds if quick else s.rounds
+        candidate = {"selector": functools.partial(warmup_then, n=n)}
+        todo += [(name, methods[name], seed, rounds, min(s.eval_every, rounds), candidate, quick)
+                 for seed in seeds]  # fmt: skip
+    ref_rows, ref_arms = _execute(todo, jobs=jobs, store=store, progress=progress)
+    return ref_rows, ref_arms, methods
 
 
 # -- summary ---------------------------------------------------------------------------------------------
@@ -221,7 +319,7 @@ def summarise(rows: list[dict[str, Any]], method: str = "default") -> dict[str, 
         both = sorted(set(finals[method]) & set(finals["default"]))
         versus = _mean_se([(finals[method][s] - finals["default"][s]) / stats[best][0]
                            for s in both])  # fmt: skip
-    return {"final_loss": stats, "best": best, "best_loss": stats[best][0],
+    return {"method": method, "final_loss": stats, "best": best, "best_loss": stats[best][0],
             "median_loss": median, "over_best": mine / stats[best][0],
             "over_median": mine / median, "rank": 1 + sum(stats[m][0] < mine for m in order),
             "fixed": len(order), "ses_from_best": d_mean / d_se if d_se > 0 else float("nan"),
@@ -237,7 +335,7 @@ def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
              "|---|---|---|---|---|---|---|---|" + ("---|" if versus else "")]  # fmt: skip
     for name, s in summaries.items():
         st = SETTINGS[name]
-        mean, se, _ = s["final_loss"][method]
+        mean, se, _ = s["final_loss"][s.get("method", method)]
         b_mean, b_se, _ = s["final_loss"][s["best"]]
         line = (f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
                 f"{b_mean:.4f} ± {b_se:.4f} | {s['median_loss']:.4f} | {mean:.4f} ± {se:.4f} | "
@@ -313,7 +411,8 @@ def plot(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path_
 def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
          seeds: int | None = None, settings: list[str] | None = None, jobs: int = 1,
          progress: bool = True, command: str | None = None,
-         candidates: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+         candidates: dict[str, dict[str, Any]] | None = None,
+         warmup_reference: bool = False) -> dict[str, Any]:  # fmt: skip
     """Run the card; write ``scorecard.csv``, ``arms.csv``, ``scorecard.md``, ``scorecard.png``
     and ``metadata.json``; return each setting's summary.
 
@@ -321,6 +420,9 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
     otherwise 10 seeds and every fixed n. ``candidates``: other EE-Grad strategies to run
     beside the default (name → keyword arguments), each on the default's random streams and
     summarised as the default is, with its paired difference to the default.
+    ``warmup_reference``: once the fixed n have run, each setting's ``warmup-then-<n>`` at its
+    best fixed n (:class:`WarmupThenFixed`, the module's notes), summarised under
+    :data:`WARMUP_REFERENCE`.
     """
     owner = "eegrad.examples.scorecard.main"
     names = check_settings(list(SETTINGS) if settings is None else settings)
@@ -335,11 +437,22 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
     store = out / ("runs-quick" if quick else "runs")
     rows, arms = run(names, list(range(seeds)), quick=quick, jobs=jobs, store=store,
                      progress=progress, candidates=candidates)  # fmt: skip
+    reference: dict[str, str] = {}  # setting → its warmup-then-<n>
+    if warmup_reference:
+        ref_rows, ref_arms, reference = _warmup_references(
+            rows, names, list(range(seeds)), quick=quick, jobs=jobs, store=store,
+            progress=progress)  # fmt: skip
+        rows, arms = rows + ref_rows, arms + ref_arms
     write_table(out / "scorecard.csv", rows, COLUMNS)
     write_table(out / "arms.csv", arms, ARM_COLUMNS)
     methods = ["default", *(candidates or {})]
     summaries = {m: {name: summarise([r for r in rows if r["setting"] == name], m)
                      for name in names} for m in methods}  # fmt: skip
+    if reference:
+        methods.append(WARMUP_REFERENCE)
+        summaries[WARMUP_REFERENCE] = {
+            name: summarise([r for r in rows if r["setting"] == name], reference[name])
+            for name in names}  # fmt: skip
     plot(rows, summaries["default"], out / "scorecard")
     command = command or f"eegrad example flower-scorecard{' --quick' if quick else ''}"
     text = [(f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
