@@ -83,6 +83,49 @@ def test_candidates_run_on_the_defaults_streams_and_are_paired_with_it(tmp_path)
     assert f"{mean:+.3f} ± {se:.3f}" in table
 
 
+def test_warmup_reference_plays_the_defaults_warmup_then_the_best_fixed_n(tmp_path):
+    # --warmup-reference: after the fixed n, one more method per setting, warmup-then-<best>,
+    # whose rounds ask the default's warm-up arms (N, 2, round(sqrt(2N)) = 20, 2, 6) in order,
+    # then the best fixed n of the card every round; its table is paired with the default.
+    from eegrad.cli import main
+
+    out = tmp_path / "ref"
+    assert main(["example", "flower-scorecard", "--quick", "--settings", "fedsgd",
+                 "--warmup-reference", "--out", str(out)]) == 0  # fmt: skip
+    rows = _read(out / "scorecard.csv")
+    best = sc.summarise(rows)["best"]
+    n = int(best.removeprefix("fedavg-"))
+    method = f"warmup-then-{n}"
+    arms = _read(out / "arms.csv")
+    for seed in ("0", "1"):
+        played = [int(a["n"]) for a in arms if a["method"] == method and a["seed"] == seed]
+        assert played == [20, 2, 6] + [n] * (SETTINGS["fedsgd"].quick_rounds - 3)
+        default = [int(a["n"]) for a in arms if a["method"] == "default" and a["seed"] == seed]
+        assert default[:3] == [20, 2, 6]  # the default's own warm-up, the same arms
+    # Rows for every evaluation of both seeds, at the default's costs.
+    mine = [r for r in rows if r["method"] == method]
+    default = [r for r in rows if r["method"] == "default"]
+    assert [(r["seed"], r["round"], r["cost"]) for r in mine] == \
+        [(r["seed"], r["round"], r["cost"]) for r in default]  # fmt: skip
+    table = (out / "scorecard.md").read_text()
+    assert f"## {sc.WARMUP_REFERENCE}" in table
+    assert "| − default |" in table
+    meta = (out / "metadata.json").read_text()
+    assert sc.WARMUP_REFERENCE in meta
+
+
+def test_warmup_then_fixed_refuses_an_arm_outside_the_range_and_a_rule_without_warmup():
+    from eegrad import FixedArm, ProgressThompson
+
+    rule = sc.WarmupThenFixed(ProgressThompson(population=20), 21)
+    with pytest.raises(InvalidParameterError, match=r"'n'.*1\.\.N = 1\.\.20.*21"):
+        rule.init(1, 20, 3)
+    with pytest.raises(TypeError, match="'rule'.*SpreadThompson"):
+        sc.WarmupThenFixed(FixedArm(2), 2)
+    with pytest.raises(InvalidParameterError, match="'n'"):
+        sc.WarmupThenFixed(ProgressThompson(population=20), 0)
+
+
 def test_summary_ranks_against_the_fixed_n_with_paired_errors():
     # Three fixed n and the default on two seeds: the best, the median of the fixed n's means,
     # the ratios, the rank and the paired difference in SEs, by hand.
