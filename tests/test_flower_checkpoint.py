@@ -92,8 +92,8 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=2, "
-                                              r"local-steps prior, noise over sqrt\(rounds "
-                                              r"left\)\)' "
+                                              r"local-steps curve, curvature over "
+                                              r"sqrt\(rounds left\)\)' "
                                               r"in the checkpoint, 'FixedArm'"):  # fmt: skip
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
     other = ArrayRecord({"w": Array(np.zeros(D + 1))})
@@ -116,11 +116,11 @@ def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 2)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=1, "
-                                              r"local-steps prior, noise over sqrt\(rounds "
-                                              r"left\)\)' in the checkpoint, 'default "
-                                              r"\(ProgressThompson, noise_order=2, local-steps "
-                                              r"prior, noise over sqrt\(rounds left\)\)' "
-                                              r"here"):  # fmt: skip
+                                              r"local-steps curve, curvature over "
+                                              r"sqrt\(rounds left\)\)' in the checkpoint, "
+                                              r"'default \(ProgressThompson, noise_order=2, "
+                                              r"local-steps curve, curvature over "
+                                              r"sqrt\(rounds left\)\)' here"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
 
 

@@ -11,6 +11,7 @@ from eegrad import (
     ProtocolError,
     SpreadThompson,
 )
+from eegrad.selectors.progress import STEPS_SPAN
 from eegrad.testing import check_rule
 
 K, D = 20, 6
@@ -212,11 +213,12 @@ def _growing_steps(n):
     return 4.0 * _growing_gain(n)
 
 
-def test_rounds_left_divide_the_noise_term_of_the_decrease():
+def test_rounds_left_divide_the_curvature_cost_of_the_decrease():
     # The run's end (the module's notes): told h rounds left by clients whose steps differ
-    # between the arms, the rule's objective is x_n − Λ_g s_n − Λ_ξ v_n/√h from its own fits,
-    # to rounding; h = 1 is the myopic D_n exactly, and so is a rule never told. Where every
-    # arm takes the same steps (none told: a flat prior), the weight is 1 whatever h.
+    # between the arms, the rule's objective is x_n − (Λ_g s_n + Λ_ξ v_n)/√h from its own fits
+    # (the later rounds forget a round's overshoot, of its signal as of its noise), to
+    # rounding; h = 1 is the myopic D_n exactly, and so is a rule never told. Where every arm
+    # takes the same steps (none told: a flat prior), the weight is 1 whatever h.
     rule = _rule(seed=0)
     _drive(rule, 0, 40, _growing_gain, quadratic=True, steps=_growing_steps)
     signal, noise, lam = rule.signal(), rule.predicted(), rule.curvature()
@@ -225,15 +227,18 @@ def test_rounds_left_divide_the_noise_term_of_the_decrease():
     rule.tell_rounds_left(1)
     np.testing.assert_array_equal(rule.predicted_progress(), myopic)
     rule.tell_rounds_left(25)
-    assert rule.noise_weight()[0, 0] == 0.2
-    np.testing.assert_allclose(rule.predicted_progress(), rule.progress(signal, noise / 5.0, lam),
+    assert rule.curvature_weight()[0, 0] == 0.2
+    x = np.sqrt(signal)
+    expected = x - (lam[:, :1] * signal + lam[:, 1:] * noise) / 5.0
+    np.testing.assert_allclose(rule.predicted_progress(), expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rule.predicted_progress(), rule.progress(signal, noise, lam / 5.0),
                                rtol=1e-12)  # fmt: skip
     assert np.any(rule.predicted_progress() != myopic)
     flat = _rule(seed=0)
     _drive(flat, 0, 40, _growing_gain, quadratic=True)
     myopic = flat.predicted_progress()
     flat.tell_rounds_left(25)
-    assert flat.noise_weight()[0, 0] == 1.0
+    assert flat.curvature_weight()[0, 0] == 1.0
     np.testing.assert_array_equal(flat.predicted_progress(), myopic)
 
 
@@ -318,12 +323,14 @@ def test_progress_rule_errors_and_params():
 
 
 def test_steps_prior_is_twice_the_slope_of_the_log_steps():
-    # Clients that report k_n = c·spend_n^γ local steps: log k = const + γ·span·ℓ in the rule's
-    # scaled log-spend ℓ, so the prior of the log-signal's slope is 2γ·span (s ∝ k²), exactly,
+    # Clients that report k_n = c·spend_n^γ local steps, spanning less than STEPS_SPAN = 2
+    # across the arms (γ ≤ 0.2: 22^0.2 = 1.86): log k = const + γ·span·ℓ in the rule's scaled
+    # log-spend ℓ, so the prior of the log-signal's slope is 2γ·span (s ∝ k²), exactly,
     # whatever the arms told and how often; constant steps (FedSGD) give 0, one arm gives 0
     # (no slope is identified), and with a bend (signal_degree=2) the ℓ² prior is 0 here.
     span = np.log(SPEND).max() - np.log(SPEND).min()
-    for degree, gamma in [(1, 1.0), (1, 0.5), (2, 1.0)]:
+    assert (SPEND.max() / SPEND.min()) ** 0.2 < STEPS_SPAN
+    for degree, gamma in [(1, 0.2), (1, 0.1), (2, 0.2)]:
         rule = _rule(signal_degree=degree)
         rule.init(1, K, D)
         np.testing.assert_array_equal(rule.steps_prior(), 0.0)
@@ -340,9 +347,57 @@ def test_steps_prior_is_twice_the_slope_of_the_log_steps():
     np.testing.assert_allclose(flat.steps_prior(), 0.0, atol=1e-12)
 
 
+def _saturating_steps(n):
+    """Mini-batch steps that grow with the share until the client's data is exhausted: 2
+    epochs of batches of 16 on min(72, 2·(spend − 2)) samples (1 step at least per epoch)."""
+    samples = min(72.0, 2.0 * (SPEND[n - 1] - 2.0))
+    return 2.0 * max(1.0, np.ceil(samples / 16.0))
+
+
+def test_where_the_steps_span_twofold_the_curve_is_in_the_log_steps():
+    # Told steps that span STEPS_SPAN or more, the curve's regressor is the arms' log steps
+    # (arm_steps): each arm's mean weighted by its clients, non-decreasing in the spend,
+    # interpolated in the log-spend between arms told and constant beyond; its slope's prior
+    # is 2 (s ∝ k²). Closed forms: told arms 20, 6 and 2 of _saturating_steps (2, 4 and 10
+    # steps), arm 1 (never told) reads 10 as arm 2 does, arm 4 the interpolation between arms
+    # 2 and 6 in the log-spend; a report out of order (arm 3 told more steps than arm 2) is
+    # pooled with arm 2, weighted by their clients (no discount of the evidence here).
+    rule = _rule(shape_discount=1.0)
+    rule.init(1, K, D)
+    for n in (20, 2, 6):
+        rule.tell_local_steps(np.array([n - 1]), np.array([_saturating_steps(n)]))
+    k = rule.arm_steps()[0]
+    np.testing.assert_allclose(k[[19, 1, 5]], [2.0, 10.0, 4.0], rtol=1e-12)
+    assert k[0] == k[1]  # constant beyond the largest share told
+    ell = np.log(SPEND)
+    t = (ell[3] - ell[5]) / (ell[1] - ell[5])
+    np.testing.assert_allclose(np.log(k[3]), np.log(4.0) + t * np.log(10.0 / 4.0), rtol=1e-12)
+    np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
+    rule.tell_local_steps(np.array([2]), np.array([12.0]))  # arm 3 (3 clients) above arm 2 (2)
+    pooled = np.exp((2 * np.log(10.0) + 3 * np.log(12.0)) / 5)
+    np.testing.assert_allclose(rule.arm_steps()[0, [0, 1, 2]], pooled, rtol=1e-12)
+    np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
+
+
+def test_arms_of_equal_steps_get_equal_signals():
+    # Clients whose share stops buying steps once their data is exhausted (_saturating_steps:
+    # arms 1 and 2 take 10 steps each), their updates growing with the steps. The curve in the
+    # log steps gives arms 1 and 2 the same signal exactly (in the log-spend it extrapolated a
+    # longer update to n = 1, which the clients' data cannot give), and a longer update to the
+    # arms of more steps.
+    def gain(n):
+        return _saturating_steps(n) / 10.0
+
+    rule = _rule(seed=0)
+    _drive(rule, 0, 30, gain, quadratic=True, steps=_saturating_steps)
+    s = rule.signal()[0]
+    assert s[0] == s[1]
+    assert s[1] > s[5] > s[19]
+
+
 def test_the_curve_shrinks_towards_the_steps_prior_and_yields_to_evidence():
     # FedSGD-like truth (every arm's update the same) told by clients that report steps ∝
-    # spend (a prior of slope 2·span). After a few rounds the evidence is too thin to move the
+    # spend (spanning 22×: the curve is in the log steps, with a prior of slope 2). After a few rounds the evidence is too thin to move the
     # curve off its prior (without the report: off 0, a flat signal); after many, the curve
     # leaves the prior for the flat truth. The arms are pulled in turn, as the rule's warm-up.
     def run(rounds, steps, seed=0):

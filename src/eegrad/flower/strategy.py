@@ -157,10 +157,11 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
     an earlier default is refused by name, not resumed with another rule)."""
     if per_cost:
         return (f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER}, "
-                "local-steps prior)")  # fmt: skip
+                "local-steps curve)")  # fmt: skip
     cls = _default_rule_class(private)
-    prior = ", local-steps prior, noise over sqrt(rounds left)" if cls is ProgressThompson else ""
-    return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{prior})"
+    curve = (", local-steps curve, curvature over sqrt(rounds left)" if cls is ProgressThompson
+             else "")  # fmt: skip
+    return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{curve})"
 
 
 class EEGradStrategy(Strategy):

@@ -43,49 +43,72 @@ updates unlike) a large one, and the least noise. Both fits discount the evidenc
 ``discount`` a round, as the noise's. Until rounds show a persistence, :math:`\Lambda = 1/(2x^*)`
 (:math:`x^* = \max_n x_n`: the longest update taken for the step a noiseless quadratic takes).
 
-**The curve's prior: the clients' local steps.** Each coefficient of the log-spend is shrunk
+**The curve's prior: the clients' local steps.** Each coefficient of the curve is shrunk
 towards a prior, not towards 0, where the clients report the local optimizer steps they took
 (:meth:`tell_local_steps`; :func:`~eegrad.flower.budgeted_train` and
 :func:`~eegrad.flower.budgeted_torch_train` report them as the metric ``local-steps``). To first
 order in the step size, :math:`k` local steps of size :math:`\eta` move a client by
 :math:`\eta k\, g`, so that :math:`s_n \propto \bar k_n^2`: the prior of the slope is twice the
-slope of :math:`\log \bar k_n` in the log-spend (:meth:`steps_prior`) — 0 where every arm takes
-the same steps (FedSGD, a fixed number of full-batch epochs), positive where a larger share buys
-more mini-batch steps. The rounds move the curve off its prior as their evidence grows. Without
-a prior, thin evidence (few arms pulled, a round of one noisy client) left the curve flat where
-the updates in fact grew with the share; seeing equal signals, the rule then asked the most
-clients, whose rounds barely move, and stayed there.
+slope of :math:`\log \bar k_n` in the curve's regressor (:meth:`steps_prior`) — 0 where every
+arm takes the same steps (FedSGD, a fixed number of full-batch epochs), positive where a larger
+share buys more mini-batch steps. The rounds move the curve off its prior as their evidence
+grows. Without a prior, thin evidence (few arms pulled, a round of one noisy client) left the
+curve flat where the updates in fact grew with the share; seeing equal signals, the rule then
+asked the most clients, whose rounds barely move, and stayed there.
 
-**The run's end.** :math:`D_n` charges a round's noise its whole cost, as if the run ended
+**Where the steps differ: a curve in the steps.** A larger share buys more mini-batch steps
+only until the client's data is exhausted; beyond, the client takes the same steps over the
+same samples, and its update is the same. A curve in the log-spend cannot bend there: it
+extrapolated a longer update to the largest shares (n = 1), which the rule then asked for noisy
+rounds that went no further. Where the arms' steps span :data:`STEPS_SPAN` (twofold) or more,
+the curve's regressor is therefore the arms' log steps themselves, :math:`\log s_n = b_0 +
+b_1(\log \bar k_n - \overline{\log \bar k})`, with the prior :math:`b_1 = 2`; the arms' steps
+(:meth:`arm_steps`) are their rounds' reports, weighted by the clients, fitted non-decreasing in
+the share, interpolated between the arms told and constant beyond them. Arms of equal steps get
+equal signals; the rounds still move :math:`b_1` (momentum makes an update grow faster than its
+steps, client drift slower). Where the steps span less (a fixed number of local steps, of which
+the smallest shares afford one or two fewer), the log-spend stays the regressor: the update's
+length there depends more on the samples a step averages than on the steps.
+
+**The run's end.** :math:`D_n` charges a round's curvature cost whole, as if the run ended
 after it. What counts is the loss at the run's end, h rounds away (this round included), and the
-later rounds forget part of the noise: on the quadratic they shrink a deviation along a direction
-of curvature :math:`\lambda` by :math:`(1 - a\lambda)^2` a round. Noise along the stiff directions
-is forgotten within a round, so that of the h rounds' charges only the last one's reaches the
-end: its cost is :math:`1/h` of the charge, a round. Noise along the flat directions is never
-forgotten: its cost is the whole charge. The persistence measures the charge of one round, not
-how the noise divides between the two, so where the rule is told the rounds left
-(:meth:`tell_rounds_left`) it charges the geometric mean of the two ends,
+later rounds forget part of a round's overshoot: on the quadratic they shrink a deviation along
+a direction of curvature :math:`\lambda` by :math:`(1 - a\lambda)^2` a round. A deviation along
+the stiff directions is forgotten within a round, so that of the h rounds' charges only the last
+one's reaches the end: its cost is :math:`1/h` of the charge, a round. One along the flat
+directions is never forgotten: its cost is the whole charge. Both parts of the cost are such
+deviations: the noise's, and the signal's overshoot of the step a noiseless quadratic takes
+(measured by the same persistence, and made along the stiff directions that dominate the
+gradient's curvature). The persistence measures the charge of one round, not how it divides
+between stiff and flat, so where the rule is told the rounds left (:meth:`tell_rounds_left`) it
+charges the geometric mean of the two ends,
 
 .. math::
 
-    D_n^{(h)} = \|g\| \bigl( x_n - \Lambda_g s_n - \Lambda_\xi v_n / \sqrt h \bigr),
+    D_n^{(h)} = \|g\| \bigl( x_n - (\Lambda_g s_n + \Lambda_\xi v_n) / \sqrt h \bigr),
 
-off by at most a factor :math:`\sqrt h` either way, the least worst case. The signal's gain,
-made along the gradient that the flat directions dominate late in training, adds up whole. Early
-in a long run the rounds that go furthest are chosen despite their noise; as the end nears the
-rule turns to the least noise, and in the last round it is :math:`D_n`. The weight applies where
-the clients' reported steps differ between the arms (a non-zero prior, above): only there do
-the arms trade noise for a longer update. Where every n takes the same steps the arms' signals
-are the same, the least noise is the best choice whatever h, and a lighter noise term would only
-let the fitted curve's chance slope decide (measured on the scorecard: it cost 1–4 % in the
-federations of one local step or full-batch epochs).
-:class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the ``num_rounds`` it is started
-with; untold, the rule is :math:`D_n`'s.
+off by at most a factor :math:`\sqrt h` either way, the least worst case
+(:meth:`curvature_weight`). The first-order gain, made along the gradient that the flat
+directions dominate late in training, adds up whole. Early in a long run the rounds that go
+furthest are chosen despite their noise; as the end nears the rule turns to the least noise,
+and in the last round it is :math:`D_n`. Charging the signal's overshoot whole every round (the
+rule's first form) let one pair of unlike consecutive rounds, which puts :math:`\Lambda_g` far
+up, send a mini-batch federation to the most clients for a round, whose update barely moves; in
+training where long noisy updates pay over the run and not within a round (a network far from
+converged: ``benchmarks/round_progress.py`` measures a round of the best fixed n raising the
+loss on average, at models where that n's run goes on to the lowest loss), the lighter charge
+keeps the rule on the long updates. The weight applies where the clients' reported steps differ
+between the arms (a non-zero prior, above): only there do the arms trade noise for a longer
+update. Where every n takes the same steps the arms' signals are the same, the least noise is
+the best choice whatever h, and a lighter noise term would only let the fitted curve's chance
+slope decide (measured on the scorecard: it cost 1–4 % in the federations of one local step or
+full-batch epochs). :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the
+``num_rounds`` it is started with; untold, the rule is :math:`D_n`'s.
 
 **Choice.** The spread rule's warm-up, then: draw the noise's parameters as
 :class:`~eegrad.SpreadThompson` does, predict :math:`x_n` and :math:`v_n` for every arm and pull
 :math:`\arg\max_n (x_n - \Lambda m_n)` (ties to the largest n; with the rounds left told, the
-noise's term over :math:`\sqrt h`). Until a signal has been told,
+curvature's cost over :math:`\sqrt h`). Until a signal has been told,
 the rule is :class:`~eegrad.SpreadThompson`. The persistence assumes every round is a step by
 its mean (a server step :math:`\eta\bar u`, folded into :math:`\Lambda`); with T rounds per step
 (:class:`~eegrad.GradientEstimator`'s ``T > 1``) none is told and :math:`\Lambda = 1/(2x^*)`.
@@ -96,6 +119,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from .._validation import check_array, check_integer, check_real, fail
 from .base import ProtocolError
@@ -111,6 +135,9 @@ _CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios 
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
+#: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
+STEPS_SPAN = 2.0
+_STEPS_SLOPE = 2.0  # the prior of the log-signal's slope in the log steps: s ∝ k²
 
 
 @register_rule("progress_thompson", label="Thompson on the progress of a round")
@@ -132,13 +159,14 @@ class ProgressThompson(SpreadThompson):
         As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's and the
         persistence's evidence too.
     signal_degree : {0, 1, 2}
-        Degree of the log-signal's curve in the centred log-spend (0: the same signal for every
-        arm; 1, the default: a signal that grows or falls as a power of the share; 2: with a
-        bend).
+        Degree of the log-signal's curve in its regressor, the centred log-spend or, where the
+        arms' local steps span twofold or more, their centred log steps (0: the same signal for
+        every arm; 1, the default: a signal that grows or falls as a power of the share or the
+        steps; 2: with a bend).
     objective : {"decrease", "signal-fraction", "decrease-per-cost", "horizon"}
         What the rule maximises: ``"decrease"`` (default), the expected decrease
-        :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes, its noise's term
-        over :math:`\sqrt h` where the h rounds the run has left are told
+        :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes, its curvature's
+        cost over :math:`\sqrt h` where the h rounds the run has left are told
         (:meth:`tell_rounds_left`: the loss at the run's end);
         ``"signal-fraction"``, :math:`x_n s_n/(s_n + v_n)`, the update's length times its share
         of signal, which needs no curvature (:meth:`signal_fraction_progress`);
@@ -208,7 +236,11 @@ class ProgressThompson(SpreadThompson):
         log_spend = np.log(self._spend)
         span = float(log_spend.max() - log_spend.min())
         centred = (log_spend - log_spend.mean()) / (span if span > 0 else 1.0)
-        self._features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
+        self._spend_features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
+        # The curve's regressors, per realization (R, N, k): the scaled log-spend's powers, or
+        # where the arms' steps span STEPS_SPAN, their centred log steps' (_steps_regressor).
+        self._features = np.repeat(self._spend_features[None], R, axis=0)
+        self._steps_regime = np.zeros(R, bool)
         # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ 1 (rounds).
         self._arm_q = np.zeros((R, N))
         self._arm_s = np.zeros((R, N))
@@ -227,6 +259,10 @@ class ProgressThompson(SpreadThompson):
         # Σ log k̄ (tell_local_steps); the log-signal curve is shrunk towards twice their slope.
         self._steps_weight = np.zeros((R, N))
         self._steps_log = np.zeros((R, N))
+        # The same weighted by the clients asked (a mean of n clients' steps counts n times),
+        # for the steps' regressor.
+        self._steps_clients = np.zeros((R, N))
+        self._steps_clients_log = np.zeros((R, N))
         self._round_noise = None  # the last round's own estimate of its noise
         # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
         # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
@@ -406,25 +442,81 @@ class ProgressThompson(SpreadThompson):
         self._steps_log *= self.shape_discount
         self._steps_weight[self._rows, arms] += 1.0
         self._steps_log[self._rows, arms] += np.log(k)
+        clients = arms + 1.0  # the clients asked, whose mean k̄ is
+        self._steps_clients *= self.shape_discount
+        self._steps_clients_log *= self.shape_discount
+        self._steps_clients[self._rows, arms] += clients
+        self._steps_clients_log[self._rows, arms] += clients * np.log(k)
+        self._set_regressors()
+
+    def arm_steps(self) -> np.ndarray:
+        r"""Every arm's local steps as the curve's steps regressor reads them, shape (R, N):
+        :math:`\exp` of the arms' mean log steps (each round's mean weighted by its clients,
+        discounted by ``shape_discount``), fitted non-decreasing in the spend (a larger share
+        never buys fewer steps: isotonic regression, which pools an arm whose few clients
+        happened to take more steps than a larger share's), interpolated in the log-spend
+        between the arms told and constant beyond them (a share larger than any told is not
+        assumed to buy more steps: a client's data can be exhausted); NaN in rows told none."""
+        R, N = self._steps_clients.shape
+        out = np.full((R, N), np.nan)
+        ell = np.log(self._spend)
+        order = np.argsort(ell, kind="stable")  # the arms by increasing spend
+        for r in range(R):
+            q = self._steps_clients[r, order]
+            told = q > 0
+            if not told.any():
+                continue
+            y = self._steps_clients_log[r, order][told] / q[told]
+            fitted = isotonic_regression(y, weights=q[told], increasing=True).x
+            out[r, order] = np.exp(np.interp(ell[order], ell[order][told], fitted))
+        return out
+
+    def _set_regressors(self) -> None:
+        """Each realization's regressors of the curve: its arms' centred log steps (and their
+        square) where those span :data:`STEPS_SPAN` or more, else the scaled log-spend's."""
+        k = self._spend_features.shape[1]
+        if k == 1:
+            return
+        log_steps = np.log(self.arm_steps())
+        with np.errstate(invalid="ignore"):
+            span = np.max(log_steps, axis=1) - np.min(log_steps, axis=1)  # NaN: none told
+        self._steps_regime = span >= np.log(STEPS_SPAN) - 1e-12
+        features = np.repeat(self._spend_features[None], self._shape[0], axis=0)
+        for r in np.flatnonzero(self._steps_regime):
+            centred = log_steps[r] - log_steps[r].mean()
+            features[r] = np.stack([centred**j for j in range(k)], axis=1)
+        self._features = features
+
+    def _linear(self, beta: np.ndarray, first: int = 0) -> np.ndarray:
+        """Every arm's φ_n·b over the regressors from ``first`` on, shape (R, N), for
+        coefficients ``beta`` of shape (R, k)."""
+        if not self._steps_regime.any():  # every realization on the spend's shared regressors
+            return (self._spend_features[:, first:] @ beta[:, first:].T).T
+        return np.einsum("rnk,rk->rn", self._features[:, :, first:], beta[:, first:])
 
     def steps_prior(self) -> np.ndarray:
         r"""The prior of the log-signal curve's coefficients, shape (R, k): 0 for the level, and
-        for the log-spend's twice the slope of the clients' log local steps in it — to first
-        order in the step size, k local steps move a client by :math:`\eta k\,g`, so that
-        :math:`s_n \propto \bar k_n^2` — fitted by least squares over the arms told, each
-        weighted by its rounds (0 until as many arms as the curve has coefficients have been
-        told: a flat signal, FedSGD's)."""
+        for the slope twice the slope of the clients' log local steps in the curve's regressor
+        — to first order in the step size, k local steps move a client by :math:`\eta k\,g`,
+        so that :math:`s_n \propto \bar k_n^2`. Where the arms' steps span
+        :data:`STEPS_SPAN` or more, the regressor is their centred log steps
+        (:meth:`arm_steps`) and the prior of its slope is 2 (of its square, 0); elsewhere the
+        regressor is the scaled log-spend and the prior's slope is fitted by least squares over
+        the arms told, each weighted by its rounds (0 until as many arms as the curve has
+        coefficients have been told: a flat signal, FedSGD's)."""
         R, k = self._beta.shape
         prior = np.zeros((R, k))
         q = self._steps_weight
         told = q > 0
         if k == 1 or not told.any():
             return prior
+        prior[self._steps_regime, 1] = _STEPS_SLOPE
         with np.errstate(invalid="ignore", divide="ignore"):
             y = np.where(told, self._steps_log / q, 0.0)
-        X = self._features  # (N, k): 1, ℓ[, ℓ²]
+        X = self._spend_features  # (N, k): 1, ℓ[, ℓ²]
         for r in range(R):
-            if np.count_nonzero(told[r]) < k:  # as many arms as coefficients, at least
+            if self._steps_regime[r] or np.count_nonzero(told[r]) < k:  # as many arms as
+                # coefficients, at least
                 continue
             A = (X * q[r][:, None]).T @ X
             b = X.T @ (q[r] * y[r])
@@ -460,8 +552,7 @@ class ProgressThompson(SpreadThompson):
         curve = getattr(self, "_curve", None)  # none while the spread rule's init runs
         if curve is None or curve.shape[1] == 1:
             return 1.0
-        slope = curve[:, 1:]
-        return np.exp(np.clip(self._features[:, 1:] @ slope.T, -50.0, 50.0)).T
+        return np.exp(np.clip(self._linear(curve, 1), -50.0, 50.0))
 
     # -- the fits ----------------------------------------------------------------------------------
     def _fit_signal(self) -> None:
@@ -471,10 +562,9 @@ class ProgressThompson(SpreadThompson):
         Q = self._shape_q
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(Q > 0, self._shape_s / Q, 0.0)
-        phi = self._features
         beta = self._shape_beta.copy()
         for _ in range(_NEWTON):
-            mu = np.exp(np.clip(phi @ beta.T, -700, 700)).T  # (R, N)
+            mu = np.exp(np.clip(self._linear(beta), -700, 700))  # (R, N)
             A, J = self._signal_normal_matrix(Q, beta)
             g = np.einsum("rn,rni,rn->ri", Q, J, mean - mu)
             step = np.linalg.solve(A, g[:, :, None])[:, :, 0]
@@ -482,7 +572,7 @@ class ProgressThompson(SpreadThompson):
             beta[:, 1:] = np.clip(beta[:, 1:], -_SLOPE, _SLOPE)
         ok = np.all(np.isfinite(beta), axis=1) & np.any(Q > 0, axis=1)
         self._shape_beta = np.where(ok[:, None], beta, self._shape_beta)
-        shape = np.exp(np.clip(phi[:, 1:] @ self._shape_beta[:, 1:].T, -700, 700)).T  # (R, N)
+        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))  # (R, N)
         with np.errstate(invalid="ignore", divide="ignore"):
             c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
         # No positive signal on the whole (the rounds are all noise): the level is left as it
@@ -496,8 +586,8 @@ class ProgressThompson(SpreadThompson):
 
     def _signal_normal_matrix(self, Q: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The Gauss–Newton normal matrix (ridged) and Jacobian of exp(φ·b) at ``beta``."""
-        mu = np.exp(np.clip(self._features @ beta.T, -700, 700)).T
-        J = mu[:, :, None] * self._features[None]
+        mu = np.exp(np.clip(self._linear(beta), -700, 700))
+        J = mu[:, :, None] * self._features
         A = np.einsum("rn,rni,rnj->rij", Q, J, J)
         A += (_RIDGE * np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300))[:, None, None] * \
             np.eye(beta.shape[1])  # fmt: skip
@@ -521,7 +611,7 @@ class ProgressThompson(SpreadThompson):
             return beta
         Q, sb = self._shape_q, self._shape_beta
         A, _ = self._signal_normal_matrix(Q, sb)
-        mu = np.exp(np.clip(self._features @ sb.T, -700, 700)).T
+        mu = np.exp(np.clip(self._linear(sb), -700, 700))
         rounds = self._shape_rounds.sum(axis=1)
         rss = self._shape_ss - 2.0 * mu * self._shape_s + mu * mu * Q  # per arm, Σ q (r − μ)²
         k = beta.shape[1]
@@ -537,7 +627,7 @@ class ProgressThompson(SpreadThompson):
 
     def signal(self) -> np.ndarray:
         """The fitted signal :math:`s_n = x_n^2` of every arm, shape (R, N) (0 before any)."""
-        s = np.exp(np.clip(self._features @ self.signal_curve().T, -700, 700)).T
+        s = np.exp(np.clip(self._linear(self.signal_curve()), -700, 700))
         return np.where(self._fitted[:, None], s, 0.0)
 
     def curvature(self) -> np.ndarray:
@@ -596,10 +686,11 @@ class ProgressThompson(SpreadThompson):
             rho = np.sqrt(s) / (2.0 * cost)
         return np.where(self._fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
 
-    def noise_weight(self) -> np.ndarray:
-        r"""The weight of the noise's term in the objective, shape (R, 1): :math:`1/\sqrt h`
-        where the rounds left h are told and the clients' reported steps differ between the
-        arms (a non-zero :meth:`steps_prior`), else 1 (the module's notes, *The run's end*)."""
+    def curvature_weight(self) -> np.ndarray:
+        r"""The weight of the curvature's cost in the objective (of the signal's and the noise's,
+        :math:`\Lambda_g s_n + \Lambda_\xi v_n`), shape (R, 1): :math:`1/\sqrt h` where the
+        rounds left h are told and the clients' reported steps differ between the arms (a
+        non-zero :meth:`steps_prior`), else 1 (the module's notes, *The run's end*)."""
         R = self._shape[0]
         if not self.uses_rounds_left or self._rounds_left is None:
             return np.ones((R, 1))
@@ -608,9 +699,9 @@ class ProgressThompson(SpreadThompson):
 
     def predicted_progress(self) -> np.ndarray:
         """The fitted expected decrease of every arm (up to a positive factor), shape (R, N):
-        with the rounds left told, its noise's term weighted by :meth:`noise_weight`."""
-        return self.progress(self.signal(), self.predicted() * self.noise_weight(),
-                             self.curvature())  # fmt: skip
+        with the rounds left told, its curvature's cost weighted by :meth:`curvature_weight`."""
+        return self.progress(self.signal(), self.predicted(),
+                             self.curvature() * self.curvature_weight())  # fmt: skip
 
     # -- ask ---------------------------------------------------------------------------------------
     def _objective(self, noise: np.ndarray) -> np.ndarray:
@@ -626,7 +717,7 @@ class ProgressThompson(SpreadThompson):
             # until the contraction is known: the cheapest round with a spread, n = 2
             cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
             return np.where(known, -end, cheapest)
-        d = self.progress(signal, noise * self.noise_weight(), self.curvature())
+        d = self.progress(signal, noise, self.curvature() * self.curvature_weight())
         if self.uses_costs and self._costs is not None:
             # the best rate among the arms that decrease; where none does, the least harm
             rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
