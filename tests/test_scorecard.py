@@ -241,3 +241,20 @@ def test_a_total_budget_setting_spends_the_same_budget_in_every_method(tmp_path)
                    if r["method"] == "fedavg-1" and r["seed"] == "0")  # fmt: skip
     tail = [v for c, v in seed0 if c >= 0.8 * seed0[-1][0]]
     assert losses["fedavg-1"][0] == pytest.approx(np.mean(tail))
+
+
+def test_pytorch_rows_do_not_depend_on_the_threads_of_the_process():
+    # Every PyTorch setting (per-round or total budget) trains on one thread: a float32
+    # reduction split across threads adds in another order, so the rows would depend on the
+    # machine's cores (run in-process here: joblib's workers are set to one thread anyway).
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    rows = []
+    try:
+        for threads in (1, 4):
+            torch.set_num_threads(threads)
+            got, _ = sc.run_one("quickstart", "fedavg-1", 0, rounds=5000, eval_every=1)
+            rows.append([float(r["train_loss"]) for r in got])
+    finally:
+        torch.set_num_threads(before)
+    assert rows[0] == rows[1]

@@ -138,7 +138,7 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
 
     from ..flower import LocalGrid
 
-    if SETTINGS[setting].kind == "torch":
+    if SETTINGS[setting].kind.startswith("torch"):  # per-round and total-budget PyTorch
         import torch
 
         torch.set_num_threads(1)  # one thread: the same rows whatever the machine's cores

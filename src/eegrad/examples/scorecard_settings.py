@@ -458,7 +458,7 @@ def _torch_total(seed: int, *, D0: float, K: int = 20, lr: float = 0.05,
                 loss = F.cross_entropy(net(X[batch]), y[batch])
                 loss.backward()
                 opt.step()
-                total += float(loss) * batch.numel()
+                total += loss.item() * batch.numel()
             metrics = {"train_loss": total / idx.size, "num-examples": int(idx.size)}
             return Message(RecordDict({"arrays": ArrayRecord(net.state_dict()),
                                        "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
