@@ -44,8 +44,9 @@ def _quiet_flower():
     logging.getLogger("flwr").setLevel(logging.ERROR)
 
 
-def _app(noise=True, bad=None):
-    """Clients with means MU; gradient of ½‖w − μ_i‖² plus noise 1/√b (seeded by round)."""
+def _app(noise=True, bad=None, batch_size=None):
+    """Clients with means MU; gradient of ½‖w − μ_i‖² plus noise 1/√b (seeded by round);
+    ``batch_size``: mini-batch steps, as many as the share buys batches."""
 
     def gradient(arrays, b, context, config):
         pid = int(context.node_config["partition-id"])
@@ -59,7 +60,7 @@ def _app(noise=True, bad=None):
 
     app = ClientApp()
     app.train()(budgeted_train(gradient, lambda ctx, cfg: DeviceCost(1.0, 2.0 + int(
-        ctx.node_config["partition-id"]) % 3), lr=LR))  # fmt: skip
+        ctx.node_config["partition-id"]) % 3), lr=LR, batch_size=batch_size))  # fmt: skip
     return app
 
 

@@ -57,20 +57,36 @@ def _start_until(strategy, grid, rounds, stop):
                        num_rounds=rounds, evaluate_fn=evaluate)  # fmt: skip
 
 
-@pytest.mark.parametrize(("kw", "rounds", "stop"), CASES)
-def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop):
+def _resumed_equals_uninterrupted(tmp_path, kw, rounds, stop, app=_app):
+    """Run ``rounds`` rounds whole, and stopped after ``stop`` then resumed: the same records,
+    model, metrics and CSV. Returns the uninterrupted strategy."""
     full = _strategy(csv_path=tmp_path / "full.csv", **kw)
-    res_full = _start(full, LocalGrid(_app(), K, seed=2), rounds)
+    res_full = _start(full, LocalGrid(app(), K, seed=2), rounds)
     ck = tmp_path / "run.npz"
     first = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
-    _start_until(first, LocalGrid(_app(), K, seed=2), rounds, stop)
+    _start_until(first, LocalGrid(app(), K, seed=2), rounds, stop)
     second = _strategy(checkpoint=ck, csv_path=tmp_path / "resumed.csv", **kw)
-    res = _start(second, LocalGrid(_app(), K, seed=2), rounds)
+    res = _start(second, LocalGrid(app(), K, seed=2), rounds)
     assert second.records == full.records
     assert len({r["arm"] for r in full.records}) > 1 or "selector" in kw
     np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())
     assert sorted(res.train_metrics_clientapp) == list(range(1, rounds + 1))
     assert (tmp_path / "resumed.csv").read_text() == (tmp_path / "full.csv").read_text()
+    return full
+
+
+@pytest.mark.parametrize(("kw", "rounds", "stop"), CASES)
+def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, kw, rounds, stop):
+    _resumed_equals_uninterrupted(tmp_path, kw, rounds, stop)
+
+
+def test_a_resumed_run_keeps_the_curve_in_the_local_steps(tmp_path):
+    # Mini-batch clients, whose local steps span more than twofold across the arms: the default
+    # rule's curve is in their steps (ProgressThompson.arm_steps), and a run stopped after
+    # round 6 of 14 resumes with that state and ends as the uninterrupted one.
+    full = _resumed_equals_uninterrupted(tmp_path, {}, 14, 6, app=lambda: _app(batch_size=4))
+    steps = full.state.estimator.selector.arm_steps()[0]
+    assert steps.max() >= 2.0 * steps.min(), steps
 
 
 def test_a_resumed_run_tells_its_rule_the_rounds_left(tmp_path, monkeypatch):

@@ -238,7 +238,7 @@ class ProgressThompson(SpreadThompson):
         centred = (log_spend - log_spend.mean()) / (span if span > 0 else 1.0)
         self._spend_features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
         # The curve's regressors, per realization (R, N, k): the scaled log-spend's powers, or
-        # where the arms' steps span STEPS_SPAN, their centred log steps' (_steps_regressor).
+        # where the arms' steps span STEPS_SPAN, their centred log steps' (_set_regressors).
         self._features = np.repeat(self._spend_features[None], R, axis=0)
         self._steps_regime = np.zeros(R, bool)
         # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ 1 (rounds).
@@ -515,8 +515,8 @@ class ProgressThompson(SpreadThompson):
             y = np.where(told, self._steps_log / q, 0.0)
         X = self._spend_features  # (N, k): 1, ℓ[, ℓ²]
         for r in range(R):
-            if self._steps_regime[r] or np.count_nonzero(told[r]) < k:  # as many arms as
-                # coefficients, at least
+            # the steps' regressor has its prior; the spend's needs as many arms as coefficients
+            if self._steps_regime[r] or np.count_nonzero(told[r]) < k:
                 continue
             A = (X * q[r][:, None]).T @ X
             b = X.T @ (q[r] * y[r])
