@@ -95,6 +95,22 @@ def test_the_stopping_rule_at_the_budget_with_a_fixed_n():
     assert "Server round 7" in s.stopped
 
 
+@pytest.mark.parametrize("budget", [60.0, 100.0])
+def test_the_default_rule_ends_the_run_on_the_most_clients_it_affords(budget):
+    """Every client costs 2, D(n) = 3: c_n = 2n + 3. The default rule's last round asks the most
+    clients the budget left L affords, n = min(K, (L − 3) // 2), and is the run's last: what it
+    leaves buys no round of one client (5); every round before it could not have ended the run
+    so (it left 5 or more after a round of K)."""
+    s = EEGradStrategy(total_budget=budget, aggregation=lambda n: 3.0 + 0 * np.asarray(n),
+                       cost_metric="c")  # fmt: skip
+    _run(s, _quickstart_app(cost=lambda pid: {"c": 2.0}))
+    left_before = [budget] + [r["budget_left"] for r in s.records[:-1]]
+    last = s.records[-1]
+    assert last["arm"] == min(K, int((left_before[-1] - 3.0) // 2)) > 2
+    assert last["budget_left"] < 5.0
+    assert all(b - (2 * K + 3) >= 5.0 for b in left_before[:-1])
+
+
 def test_with_wall_clock_a_round_costs_its_slowest_client():
     """round_cost="slowest": a round lasts as long as its slowest client (seconds reported),
     plus D(n)."""

@@ -569,3 +569,21 @@ def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form(
     measured = np.array(measured)
     se = measured.std(ddof=1) / np.sqrt(measured.size)
     assert abs(measured.mean() - rho) < 4 * se + 0.01, (measured.mean(), se)
+
+
+def test_horizon_last_round_asks_the_most_clients_that_end_the_run():
+    """Rounds of n costing n + 4 (the cheapest 5): a round of n ends the run where c_n <= B
+    and B − c_n < 5, and the rule asks the largest such n, in its warm-up too: B = 24.5 → n =
+    20 (c = 24), B = 20 → 16, B = 9 → 5, B = 5 → 1; where no round can end the run (B = 30:
+    every round leaves 6 or more), the horizon's choice (the warm-up's n = 2); before the
+    costs are told, none."""
+    K = 20
+    cost = np.arange(1, K + 1) + 4.0
+    for budget, n in ((24.5, 20), (20.0, 16), (9.0, 5), (5.0, 1), (30.0, None), (4.0, None)):
+        rule = ProgressThompson(population=K, spend=np.ones(K), objective="horizon")
+        rule.init(1, K, 3)
+        assert rule.last_round_arm() is None
+        rule.tell_costs(cost, budget_left=budget)
+        assert rule.last_round_arm() == (None if n is None else n - 1), budget
+        if budget >= 5.0:
+            assert int(rule.ask(1)[0]) == (1 if n is None else n - 1), budget

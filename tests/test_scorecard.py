@@ -31,7 +31,8 @@ def test_quick_card_writes_its_table_and_resumes(tmp_path):
     assert tuple(rows[0]) == sc.COLUMNS == ("setting", "method", "seed", "round", "cost",
                                             "train_loss", "test_accuracy")  # fmt: skip
     assert {r["setting"] for r in rows} == {"fedsgd", "overheads"}
-    for name in ("arms.csv", "scorecard.md", "scorecard.png", "metadata.json"):
+    for name in ("arms.csv", "scorecard.md", "scorecard.png", "scorecard-arms.png",
+                 "metadata.json"):
         assert (out / name).stat().st_size > 0
     table = (out / "scorecard.md").read_text()
     assert "eegrad example flower-scorecard --quick" in table
@@ -218,7 +219,8 @@ def test_budgeted_train_spends_a_share_in_mini_batch_steps():
 def test_a_total_budget_setting_spends_the_same_budget_in_every_method(tmp_path):
     """(j) --quick: the default and FedAvg at each fixed n run until the total budget is spent
     (each stops with less left than a round could cost), each evaluation's cost is the run's
-    cumulative cost, and the final loss averages the evaluations after 80 % of it."""
+    cumulative cost, and the final loss averages the evaluations after 80 % of it (the final
+    model's: the last evaluation alone)."""
     out = tmp_path / "card"
     summaries = sc.main(out, quick=True, settings=["fixed-cost"], progress=False)
     with open(out / "scorecard.csv") as fh:
@@ -241,6 +243,15 @@ def test_a_total_budget_setting_spends_the_same_budget_in_every_method(tmp_path)
                    if r["method"] == "fedavg-1" and r["seed"] == "0")  # fmt: skip
     tail = [v for c, v in seed0 if c >= 0.8 * seed0[-1][0]]
     assert losses["fedavg-1"][0] == pytest.approx(np.mean(tail))
+    # the final model: each run's last evaluation alone, summarised as the window is
+    model = sc.final_losses(rows, "model")
+    assert model["fedavg-1"][0] == pytest.approx(seed0[-1][1])
+    s_model = sc.summarise(rows, final="model")
+    for m, per_seed in model.items():
+        assert s_model["final_loss"][m][0] == pytest.approx(np.mean(list(per_seed.values())))
+    assert "## default, the final model" in (out / "scorecard.md").read_text()
+    with pytest.raises(ValueError, match="'final' parameter.*'window' or 'model'"):
+        sc.final_losses(rows, "last")
 
 
 def test_pytorch_rows_do_not_depend_on_the_threads_of_the_process():

@@ -17,7 +17,8 @@ seed runs on the same data and devices).
 Outputs (``main``): ``scorecard.csv`` — one row per evaluation, columns
 ``setting,method,seed,round,cost,train_loss,test_accuracy``; ``arms.csv`` — the default's n in
 every round (``setting,method,seed,round,n``); ``scorecard.md`` — the table and the command;
-``scorecard.png`` — each setting's loss over cost; ``metadata.json``. Each finished federation is
+``scorecard.png`` — each setting's loss over cost; ``scorecard-arms.png`` — the default's n
+over each run; ``metadata.json``. Each finished federation is
 saved under ``runs/`` as it ends, so an interrupted card rerun with the same command runs only
 what is missing.
 
@@ -269,10 +270,14 @@ def _warmup_references(rows: list[dict], names: list[str], seeds: list[int], *, 
 
 
 # -- summary ---------------------------------------------------------------------------------------------
-def final_losses(rows: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
+def final_losses(rows: list[dict[str, Any]], final: str = "window") -> dict[str, dict[int, float]]:
     """Per method and seed: the training loss averaged over the last :data:`LAST` of the run's
     evaluations (in a total-budget setting, whose rounds cost what their clients do: over the
-    evaluations after (1 − LAST) of the run's cost)."""
+    evaluations after (1 − LAST) of the run's cost); with ``final="model"``, the loss of the
+    run's final model (its last evaluation) alone."""
+    if final not in ("window", "model"):
+        raise fail("final", "eegrad.examples.scorecard.final_losses", "'window' or 'model'",
+                   final)  # fmt: skip
     per: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
     total: dict[tuple[str, int], bool] = {}
     for r in rows:
@@ -284,7 +289,9 @@ def final_losses(rows: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for (m, seed), pts in per.items():
         pts.sort()
-        if total[(m, seed)]:
+        if final == "model":
+            last = [pts[-1][2]]
+        elif total[(m, seed)]:
             last = [v for _, c, v in pts if c >= (1.0 - LAST) * pts[-1][1]]
         else:
             last = [v for _, _, v in pts[-max(1, round(LAST * len(pts))):]]
@@ -297,11 +304,13 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
 
 
-def summarise(rows: list[dict[str, Any]], method: str = "default") -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], method: str = "default",
+              final: str = "window") -> dict[str, Any]:  # fmt: skip
     """One setting's line of the card: the final loss of every method (mean, SE, seeds), the
     best and the median fixed n, ``method``'s ratio to both, its rank among the fixed n
-    (1: better than all), and its paired difference to the best in standard errors."""
-    finals = final_losses(rows)
+    (1: better than all), and its paired difference to the best in standard errors. ``final``:
+    the final loss as :func:`final_losses` reads it (the card's window, or the final model)."""
+    finals = final_losses(rows, final)
     fixed = {m: v for m, v in finals.items() if m.startswith("fedavg-")}
     if method not in finals or not fixed:
         raise fail("rows", "eegrad.examples.scorecard.summarise",
@@ -408,13 +417,63 @@ def plot(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path_
     plt.close(fig)
 
 
+def plot_arms(rows: list[dict[str, Any]], arms: list[dict[str, Any]], names: list[str],
+              path_stem: Path, method: str = "default") -> None:  # fmt: skip
+    """Each setting's n of ``method`` over its run: every seed's rounds (dots) and their mean
+    in ten bins (line), against the share of the run spent (the round's cost over the run's
+    in a total-budget setting, its round over the rounds otherwise)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(4, len(names))
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.6 * nrows), squeeze=False,
+                             constrained_layout=True)  # fmt: skip
+    for ax, name in zip(axes.flat, names, strict=False):
+        total = SETTINGS[name].total_budget is not None
+        cost = {(int(r["seed"]), int(r["round"])): float(r["cost"]) for r in rows
+                if r["setting"] == name and r["method"] == method}  # fmt: skip
+        runs: dict[int, list[tuple[int, int]]] = {}
+        for a in arms:
+            if a["setting"] == name and a["method"] == method:
+                runs.setdefault(int(a["seed"]), []).append((int(a["round"]), int(a["n"])))
+        share, ns = [], []
+        for seed, pts in runs.items():
+            pts.sort()
+            last = pts[-1][0]
+            for rnd, n in pts:
+                spent = cost.get((seed, rnd)) if total else rnd
+                end = cost.get((seed, last)) if total else last
+                if spent is not None and end:
+                    share.append(spent / end)
+                    ns.append(n)
+        share, ns = np.asarray(share), np.asarray(ns, dtype=float)
+        ax.scatter(share, ns, s=4, alpha=0.25, color="C0", lw=0)
+        if share.size:
+            bins = np.minimum((share * 10).astype(int), 9)
+            mids = [(b + 0.5) / 10 for b in range(10) if np.any(bins == b)]
+            means = [ns[bins == b].mean() for b in range(10) if np.any(bins == b)]
+            ax.plot(mids, means, color="C3", lw=1.6, label="mean n")
+            ax.legend(fontsize=7)
+        ax.set_title(f"({SETTINGS[name].letter}) {name}", fontsize=9)
+        ax.set_xlabel("share of the run's " + ("budget" if total else "rounds"), fontsize=8)
+        ax.set_ylabel(f"n of the {method}", fontsize=8)
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    for ext in ("png", "pdf"):
+        fig.savefig(f"{path_stem}.{ext}", dpi=110)
+    plt.close(fig)
+
+
 def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
          seeds: int | None = None, settings: list[str] | None = None, jobs: int = 1,
          progress: bool = True, command: str | None = None,
          candidates: dict[str, dict[str, Any]] | None = None,
          warmup_reference: bool = False) -> dict[str, Any]:  # fmt: skip
-    """Run the card; write ``scorecard.csv``, ``arms.csv``, ``scorecard.md``, ``scorecard.png``
-    and ``metadata.json``; return each setting's summary.
+    """Run the card; write ``scorecard.csv``, ``arms.csv``, ``scorecard.md``, ``scorecard.png``,
+    ``scorecard-arms.png`` and ``metadata.json``; return each setting's summary.
 
     ``quick``: 2 seeds, the short runs of each setting and about five fixed n (minutes);
     otherwise 10 seeds and every fixed n. ``candidates``: other EE-Grad strategies to run
@@ -453,22 +512,29 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
         summaries[WARMUP_REFERENCE] = {
             name: summarise([r for r in rows if r["setting"] == name], reference[name])
             for name in names}  # fmt: skip
+    final_model = {name: summarise([r for r in rows if r["setting"] == name], final="model")
+                   for name in names}  # fmt: skip
     plot(rows, summaries["default"], out / "scorecard")
+    plot_arms(rows, arms, names, out / "scorecard-arms")
     command = command or f"eegrad example flower-scorecard{' --quick' if quick else ''}"
     text = [(f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
              f"= the mean of the last {LAST:.0%} of a run's evaluations, then mean ± SE over "
              "seeds; SEs from best: the paired difference to the best fixed n over its SE)\n")]
     for m in methods:
         text += [f"\n## {m}\n", table(summaries[m], m), ""]
+    text += ["\n## default, the final model\n",
+             ("Each run's last evaluation alone (the model a run delivers), then mean ± SE over "
+              "seeds, every method so.\n"), table(final_model), ""]
     atomic_write_bytes(out / "scorecard.md", "\n".join(text).encode())
     import flwr
 
     write_json(out / "metadata.json", {
         "example": "flower-scorecard", "quick": quick, "seeds": seeds, "settings": names,
-        "command": command, "summary": summaries,
+        "command": command, "summary": summaries, "final_model": final_model,
         "versions": {**environment(), "flwr": flwr.__version__},
         "wall_time_s": time.perf_counter() - t0})  # fmt: skip
     if progress:
         for m in methods:
             print(f"\n{m}\n" + table(summaries[m], m))
+        print("\ndefault, the final model\n" + table(final_model))
     return summaries

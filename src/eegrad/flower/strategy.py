@@ -134,8 +134,9 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
     federations, ``eegrad example flower-scorecard``; the federated guide). ``per_cost`` (a
     total budget, whose rounds cost more with more clients): :class:`~eegrad.ProgressThompson`
-    with the objective ``"horizon"`` (the loss left when the budget is spent on rounds of n),
-    the release's noise told where there is one.
+    with the objective ``"horizon"`` (the loss left when the budget is spent on rounds of n;
+    the run's last round asks the most clients the budget left affords), the release's noise
+    told where there is one.
     """
     if per_cost:  # a total budget: the loss left when it is spent, the release's noise known
         return ProgressThompson(population=population, spend=spend, discount=discount,
@@ -157,7 +158,7 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
     an earlier default is refused by name, not resumed with another rule)."""
     if per_cost:
         return (f"default (ProgressThompson, horizon, noise_order={DEFAULT_NOISE_ORDER}, "
-                "local-steps curve)")  # fmt: skip
+                "local-steps curve, last round the most clients affordable)")  # fmt: skip
     cls = _default_rule_class(private)
     curve = (", local-steps curve, curvature over sqrt(rounds left)" if cls is ProgressThompson
              else "")  # fmt: skip

@@ -105,6 +105,19 @@ slope decide (measured on the scorecard: it cost 1–4 % in the federations of o
 full-batch epochs). :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the
 ``num_rounds`` it is started with; untold, the rule is :math:`D_n`'s.
 
+**The run's last round (a total budget).** Under the ``"horizon"`` objective a round's noise
+is forgotten by the rounds after it; the last round's is not, and it is the noise the final
+model keeps. Where the clients' own training drifts towards their own data (local epochs), a
+round of few clients moves the model most of the way to their optimum, and the next round
+of few moves it elsewhere: the model's loss is set by its last round's clients, and a round of
+many is forgotten within a round or two. The budget tells which round is the last: a round of
+n whose expected cost :math:`c_n` fits in the budget left :math:`B` and leaves less than the
+cheapest round's, :math:`B - c_n < \min_m c_m`, ends the run. Where one can, the rule asks the
+most clients such a round affords, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
+(:meth:`last_round_arm`); its cost is a few of the cheapest rounds, where a round's gain has
+fallen to little. Measured on the scorecard's total-budget settings (``eegrad example
+flower-scorecard``, the federated guide).
+
 **Choice.** The spread rule's warm-up, then: draw the noise's parameters as
 :class:`~eegrad.SpreadThompson` does, predict :math:`x_n` and :math:`v_n` for every arm and pull
 :math:`\arg\max_n (x_n - \Lambda m_n)` (ties to the largest n; with the rounds left told, the
@@ -183,7 +196,10 @@ class ProgressThompson(SpreadThompson):
         (:math:`\rho` is the signal level's measured contraction, :meth:`contraction`). Both
         cost objectives choose on the fitted noise, not a draw, and warm up on rounds of two
         clients (the arms share one per-client update: any round's spread informs them all);
-        until the contraction is known, ``"horizon"`` asks two clients.
+        until the contraction is known, ``"horizon"`` asks two clients. Where a round can end
+        the run (its expected cost fits in the budget left and leaves less than the cheapest
+        round's), ``"horizon"`` asks the most clients that such a round affords
+        (:meth:`last_round_arm`; the module's notes, *The run's last round*).
     shape_discount : float
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
@@ -428,6 +444,18 @@ class ProgressThompson(SpreadThompson):
             decay = rho**H
             floor = (1.0 - np.sqrt(rho)) ** 2 * (noise / s) * (1.0 - decay) / (1.0 - rho)
         return decay + floor
+
+    def last_round_arm(self) -> int | None:
+        r"""The arm of the run's last round under the ``"horizon"`` objective, or None: the most
+        clients whose round's expected cost fits in the budget left :math:`B` and leaves less
+        than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
+        module's notes, *The run's last round*); None where no round can end the run so, or
+        before the costs and the budget left are told."""
+        if self._costs is None or self._budget_left is None:
+            return None
+        c, left = self._costs, self._budget_left
+        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
+        return int(ends.max()) if ends.size else None
 
     def tell_local_steps(self, arms: Any, steps: Any) -> None:
         r"""Tell the local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
@@ -725,7 +753,10 @@ class ProgressThompson(SpreadThompson):
         return d
 
     def _select(self, t: int) -> np.ndarray:
-        N = self._shape[1]
+        R, N = self._shape[:2]
+        if self.objective == "horizon" and (last := self.last_round_arm()) is not None:
+            # a round that can end the run, warm-up or not: its noise stays in the final model
+            return np.full(R, last, dtype=np.int64)
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
         # A total budget's arms share one per-client update, so any round's spread informs every
