@@ -1,6 +1,8 @@
 """ProgressThompson: its estimators (the signal's curve, the curvature from the persistence of
 consecutive round means) against the closed forms of the quadratic model, and its choices."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -571,7 +573,68 @@ def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form(
     assert abs(measured.mean() - rho) < 4 * se + 0.01, (measured.mean(), se)
 
 
-def test_horizon_last_round_asks_the_most_clients_that_end_the_run():
+def test_rate_objective_follows_its_closed_form():
+    """The horizon test's signal (ρ = 0.97 a round) and clients: after 150 rounds the
+    ``"rate"`` objective equals (1 − ρ̂ − (1 − √ρ̂)² v_n/s)/c_n from the rule's own ρ̂, v and
+    s, the rule asks its largest, and it does not depend on the budget left; while the noise
+    is far below the level's floor the cheapest round, n = 1."""
+    K, d, rho = 20, 6, 0.97
+    cost = np.arange(1, K + 1) + 5.0
+    for seed in range(3):
+        rng, m, tau2 = _per_cost_world(seed, K, d, sigma_b2=0.05, tau2=0.1)
+        rule = ProgressThompson(discount=0.9, population=K, spend=np.ones(K), seed=seed,
+                                objective="rate")  # fmt: skip
+        rule.init(1, K, d)
+        for t in range(1, 151):
+            rule.tell_costs(cost, budget_left=1e6)
+            arm = rule.ask(t)
+            n = int(arm[0]) + 1
+            scale = rho ** (t / 2)
+            parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
+                (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
+            rule.tell_parts(arm, parts[None], np.ones((1, n)))
+            rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+        r = float(rule.contraction()[0])
+        v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
+        closed = (1 - r - (1 - np.sqrt(r)) ** 2 * v / s) / cost
+        np.testing.assert_allclose(rule.rate_of_decrease(rule.predicted())[0], closed,
+                                   rtol=1e-10)  # fmt: skip
+        for budget in (1e6, 300.0):
+            rule.tell_costs(cost, budget_left=budget)
+            np.testing.assert_allclose(rule._objective(rule.predicted())[0], closed, rtol=1e-10)
+        assert int(rule.ask(151)[0]) == int(np.argmax(closed)) == 0
+
+
+def test_rate_is_the_best_policy_of_its_scalar_model():
+    """E' = ρE + q_n at cost c_n (ρ = 0.95, q_n = 0.02/n, c_n = n + 2): over a budget of 300,
+    the policy that asks the steepest descent of E per unit of cost, (q_n − (1 − ρ)E)/c_n,
+    ends no higher than any fixed n, nor than any of 200 random schedules; and it asks the
+    cheapest round far from the floor and more clients near it."""
+    rho, N, budget = 0.95, 20, 300.0
+    ns = np.arange(1, N + 1)
+    q, c = 0.02 / ns, ns + 2.0
+
+    def run(policy):
+        E, left, asked = 1.0, budget, []
+        while left >= c.min():
+            n = policy(E, left)
+            n = n if c[n] <= left else int(np.flatnonzero(c <= left).max())
+            E, left = rho * E + q[n], left - c[n]
+            asked.append(n)
+        return E, asked
+
+    greedy, asked = run(lambda E, left: int(np.argmin((q - (1 - rho) * E) / c)))
+    assert asked[0] == 0 and max(asked) > 0
+    for n in range(N):
+        assert greedy <= run(lambda E, left, n=n: n)[0] + 1e-12
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        draws = rng.integers(0, N, 400)
+        it = iter(draws)
+        assert greedy <= run(lambda E, left: int(next(it)))[0] + 1e-12
+
+
+def test_the_budget_objectives_end_the_run_on_the_most_clients_it_affords():
     """Rounds of n costing n + 4 (the cheapest 5): a round of n ends the run where c_n <= B
     and B − c_n < 5, and the rule asks the largest such n, in its warm-up too: B = 24.5 → n =
     20 (c = 24), B = 20 → 16, B = 9 → 5, B = 5 → 1; where no round can end the run (B = 30:
@@ -579,8 +642,10 @@ def test_horizon_last_round_asks_the_most_clients_that_end_the_run():
     costs are told, none."""
     K = 20
     cost = np.arange(1, K + 1) + 4.0
-    for budget, n in ((24.5, 20), (20.0, 16), (9.0, 5), (5.0, 1), (30.0, None), (4.0, None)):
-        rule = ProgressThompson(population=K, spend=np.ones(K), objective="horizon")
+    for (budget, n), objective in itertools.product(
+            ((24.5, 20), (20.0, 16), (9.0, 5), (5.0, 1), (30.0, None), (4.0, None)),
+            ("horizon", "rate")):  # fmt: skip
+        rule = ProgressThompson(population=K, spend=np.ones(K), objective=objective)
         rule.init(1, K, 3)
         assert rule.last_round_arm() is None
         rule.tell_costs(cost, budget_left=budget)

@@ -25,7 +25,7 @@ setting changes one thing a Flower user's federation can differ in:
                      comes to dominate, so the best n changes during the run
 ===================  =========================================================================
 
-Three more settings run the total-budget mode (``EEGradStrategy(total_budget=...)``): the
+Four more settings run the total-budget mode (``EEGradStrategy(total_budget=...)``): the
 clients train as Flower's quickstarts do — E epochs over all of their own data, sent no share —
 and a round of n costs what its clients report plus D(n); every method runs until the same
 total budget is spent, FedAvg at a fixed n as Flower's own ``FedAvg`` inside
@@ -41,6 +41,8 @@ total budget is spent, FedAvg at a fixed n as Flower's own ``FedAvg`` inside
 ``wall-clock``       (k) the same model with wall-clock cost: a round lasts as long as its
                      slowest client (samples / speed, a fifth of the clients 6× slower:
                      stragglers) plus 1 s of the server's
+``long-budget``      (l) (j) with five times its budget: training reaches its noise floor, and
+                     the best fixed n grows
 ===================  =========================================================================
 
 A setting builds, for one seed, a :class:`Federation`: the ClientApp, the initial model, the
@@ -126,6 +128,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("wall-clock", "k", "softmax, wall clock: the slowest client, stragglers",
             "softmax-total", 5000, 5000, total_budget=600.0, quick_total_budget=150.0,
             options={"D0": 1.0, "wall_clock": True}),
+    Setting("long-budget", "l", "softmax, clients' own 2 epochs, D(1) = 4, 5x (j)'s budget",
+            "softmax-total", 5000, 5000, total_budget=2000.0, quick_total_budget=200.0,
+            options={"D0": 4.0}),
 )}  # fmt: skip
 
 

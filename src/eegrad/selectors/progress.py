@@ -105,9 +105,25 @@ slope decide (measured on the scorecard: it cost 1–4 % in the federations of o
 full-batch epochs). :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the
 ``num_rounds`` it is started with; untold, the rule is :math:`D_n`'s.
 
-**The run's last round (a total budget).** Under the ``"horizon"`` objective a round's noise
-is forgotten by the rounds after it; the last round's is not, and it is the noise the final
-model keeps. Where the clients' own training drifts towards their own data (local epochs), a
+**The rate of a total budget.** With a total budget every client trains as it always does, so
+the arms share one per-client update: a round of n makes the same expected step whatever n is,
+and differs only in its noise :math:`v_n` and its expected cost :math:`c_n`. On a quadratic
+whose excess loss E contracts by :math:`\rho` a round (the signal level's measured contraction,
+:meth:`contraction`), the round's noise adds :math:`q_n = (1-\sqrt\rho)^2 (v_n/s)E` (a step
+that shrinks the expected update by :math:`\sqrt\rho` scales the noise alike, s the signal of
+the same round), so that :math:`E' = \rho E + q_n`. Spent at the rate of the budget, dE/dB
+= :math:`(q_n - (1-\rho)E)/c_n`; the policy that takes, at every E, the n of the steepest
+descent :math:`\min_n (q_n - (1-\rho)E)/c_n` ends below every other policy at every budget
+(a scalar state: a trajectory whose slope is never below the least one stays above the one
+that takes it). The ``"rate"`` objective is that slope, :meth:`rate_of_decrease`. It needs no
+budget: far from the noise floor the cheapest round wins, and the noise term takes over as the
+excess nears :math:`q_n/(1-\rho)`. ``"horizon"`` instead compares one n kept for the rest of
+the budget, which is not the best policy of its own model: with much budget left every n
+reaches its floor by the end, and it asks the least noise long before the noise matters.
+
+**The run's last round (a total budget).** Under the ``"horizon"`` and ``"rate"`` objectives a
+round's noise is forgotten by the rounds after it; the last round's is not, and it is the noise
+the final model keeps. Where the clients' own training drifts towards their own data (local epochs), a
 round of few clients moves the model most of the way to their optimum, and the next round
 of few moves it elsewhere: the model's loss is set by its last round's clients, and a round of
 many is forgotten within a round or two. The budget tells which round is the last: a round of
@@ -143,7 +159,8 @@ __all__ = ["ProgressThompson"]
 
 _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost", "horizon")
+_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate")
+_BUDGET_OBJECTIVES = ("horizon", "rate")  # the objectives told the budget left
 _CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios (horizon)
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
@@ -176,7 +193,7 @@ class ProgressThompson(SpreadThompson):
         arms' local steps span twofold or more, their centred log steps (0: the same signal for
         every arm; 1, the default: a signal that grows or falls as a power of the share or the
         steps; 2: with a bend).
-    objective : {"decrease", "signal-fraction", "decrease-per-cost", "horizon"}
+    objective : {"decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate"}
         What the rule maximises: ``"decrease"`` (default), the expected decrease
         :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes, its curvature's
         cost over :math:`\sqrt h` where the h rounds the run has left are told
@@ -193,13 +210,17 @@ class ProgressThompson(SpreadThompson):
         on rounds of n alone (:meth:`horizon_loss`): a cheap arm buys more rounds, and on a
         quadratic whose excess contracts by :math:`\rho` a round the noise's damage decays
         with them, so that where training is far from its noise floor the cheap rounds win
-        (:math:`\rho` is the signal level's measured contraction, :meth:`contraction`). Both
-        cost objectives choose on the fitted noise, not a draw, and warm up on rounds of two
-        clients (the arms share one per-client update: any round's spread informs them all);
-        until the contraction is known, ``"horizon"`` asks two clients. Where a round can end
-        the run (its expected cost fits in the budget left and leaves less than the cheapest
-        round's), ``"horizon"`` asks the most clients that such a round affords
-        (:meth:`last_round_arm`; the module's notes, *The run's last round*).
+        (:math:`\rho` is the signal level's measured contraction, :meth:`contraction`).
+        ``"rate"``: on the same quadratic, the largest decrease of the excess loss per unit of
+        cost, one round ahead (:meth:`rate_of_decrease`): the policy that leaves the least
+        excess at the end of any budget (the module's notes, *The rate of a total budget*),
+        where ``"horizon"`` assumes one n kept to the end. The cost objectives choose on the
+        fitted noise, not a draw, and warm up on rounds of two clients (the arms share one
+        per-client update: any round's spread informs them all); until the contraction is
+        known, ``"horizon"`` and ``"rate"`` ask two clients. Where a round can end the run (its
+        expected cost fits in the budget left and leaves less than the cheapest round's), they
+        ask the most clients that such a round affords (:meth:`last_round_arm`; the module's
+        notes, *The run's last round*).
     shape_discount : float
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
@@ -227,7 +248,7 @@ class ProgressThompson(SpreadThompson):
         if objective not in _OBJECTIVES:
             raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
         self.objective = objective
-        self.uses_costs = objective in ("decrease-per-cost", "horizon")
+        self.uses_costs = objective in ("decrease-per-cost", *_BUDGET_OBJECTIVES)
         self.uses_rounds_left = objective == "decrease"
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
@@ -298,8 +319,8 @@ class ProgressThompson(SpreadThompson):
     # -- tell --------------------------------------------------------------------------------------
     def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
         """Tell the expected cost :math:`c_n > 0` of a round of every arm, shape (N,), for the
-        ``"decrease-per-cost"`` and ``"horizon"`` objectives (refused for the others), and what
-        the run has left to spend (``"horizon"``)."""
+        ``"decrease-per-cost"``, ``"horizon"`` and ``"rate"`` objectives (refused for the
+        others), and what the run has left to spend (``"horizon"``, ``"rate"``)."""
         if not self.uses_costs:
             super().tell_costs(costs)
         if self._shape is None:
@@ -445,8 +466,22 @@ class ProgressThompson(SpreadThompson):
             floor = (1.0 - np.sqrt(rho)) ** 2 * (noise / s) * (1.0 - decay) / (1.0 - rho)
         return decay + floor
 
+    def rate_of_decrease(self, noise: np.ndarray) -> np.ndarray:
+        r"""The ``"rate"`` objective, shape (R, N): the decrease of the excess loss that a round
+        of n makes per unit of its expected cost, relative to today's excess, on a quadratic
+        whose excess contracts by :math:`\rho` a round,
+        :math:`\bigl(1 - \rho - (1-\sqrt\rho)^2 v_n/s\bigr)/c_n` (the module's notes, *The rate
+        of a total budget*), with ``noise`` the arms' :math:`v_n` and s the smoothed signal
+        level (NaN where unknown)."""
+        rho = self.contraction()[:, None]
+        s = np.exp(self._log_level)[:, None]  # the smoothed level
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gain = (1.0 - rho) - (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
+        return gain / self._costs[None, :]
+
     def last_round_arm(self) -> int | None:
-        r"""The arm of the run's last round under the ``"horizon"`` objective, or None: the most
+        r"""The arm of the run's last round under the ``"horizon"`` and ``"rate"`` objectives,
+        or None: the most
         clients whose round's expected cost fits in the budget left :math:`B` and leaves less
         than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
         module's notes, *The run's last round*); None where no round can end the run so, or
@@ -738,13 +773,14 @@ class ProgressThompson(SpreadThompson):
         signal = self.signal()
         if self.objective == "signal-fraction":
             return self.signal_fraction_progress(signal, noise)
-        if self.objective == "horizon" and self._costs is not None and \
+        if self.objective in _BUDGET_OBJECTIVES and self._costs is not None and \
                 self._budget_left is not None:  # fmt: skip
-            end = self.horizon_loss(noise)
-            known = np.all(np.isfinite(end), axis=1, keepdims=True)
+            value = (-self.horizon_loss(noise) if self.objective == "horizon" else
+                     self.rate_of_decrease(noise))  # fmt: skip
+            known = np.all(np.isfinite(value), axis=1, keepdims=True)
             # until the contraction is known: the cheapest round with a spread, n = 2
             cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
-            return np.where(known, -end, cheapest)
+            return np.where(known, value, cheapest)
         d = self.progress(signal, noise, self.curvature() * self.curvature_weight())
         if self.uses_costs and self._costs is not None:
             # the best rate among the arms that decrease; where none does, the least harm
@@ -754,7 +790,7 @@ class ProgressThompson(SpreadThompson):
 
     def _select(self, t: int) -> np.ndarray:
         R, N = self._shape[:2]
-        if self.objective == "horizon" and (last := self.last_round_arm()) is not None:
+        if self.objective in _BUDGET_OBJECTIVES and (last := self.last_round_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
