@@ -535,6 +535,26 @@ def test_per_cost_objective_needs_costs_and_takes_them_only_when_chosen():
         other.tell_costs(np.ones(5))
 
 
+def _contracting_signal_run(seed, K, d, rho, cost, objective, budget_left):
+    """150 rounds of the per-cost test's clients whose signal's level contracts by ρ a round
+    (the round mean's expectation shrinks by √ρ), each round told the costs and the budget
+    left; the rule after them."""
+    rng, m, tau2 = _per_cost_world(seed, K, d, sigma_b2=0.05, tau2=0.1)
+    rule = ProgressThompson(discount=0.9, population=K, spend=np.ones(K), seed=seed,
+                            objective=objective)  # fmt: skip
+    rule.init(1, K, d)
+    for t in range(1, 151):
+        rule.tell_costs(cost, budget_left=budget_left)
+        arm = rule.ask(t)
+        n = int(arm[0]) + 1
+        scale = rho ** (t / 2)
+        parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
+            (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
+        rule.tell_parts(arm, parts[None], np.ones((1, n)))
+        rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+    return rule
+
+
 def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form():
     """A signal whose level contracts by ρ = 0.97 a round (the round mean's expectation
     shrinks by √ρ), clients as in the per-cost test, a round of n costing n + 5 and a budget
@@ -547,19 +567,7 @@ def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form(
     cost = ns + 5.0
     measured = []
     for seed in range(8):
-        rng, m, tau2 = _per_cost_world(seed, K, d, sigma_b2=0.05, tau2=0.1)
-        rule = ProgressThompson(discount=0.9, population=K, spend=np.ones(K), seed=seed,
-                                objective="horizon")  # fmt: skip
-        rule.init(1, K, d)
-        for t in range(1, 151):
-            rule.tell_costs(cost, budget_left=300.0)
-            arm = rule.ask(t)
-            n = int(arm[0]) + 1
-            scale = rho ** (t / 2)
-            parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
-                (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
-            rule.tell_parts(arm, parts[None], np.ones((1, n)))
-            rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+        rule = _contracting_signal_run(seed, K, d, rho, cost, "horizon", 300.0)
         r = float(rule.contraction()[0])
         measured.append(r)
         v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
@@ -581,19 +589,7 @@ def test_rate_objective_follows_its_closed_form():
     K, d, rho = 20, 6, 0.97
     cost = np.arange(1, K + 1) + 5.0
     for seed in range(3):
-        rng, m, tau2 = _per_cost_world(seed, K, d, sigma_b2=0.05, tau2=0.1)
-        rule = ProgressThompson(discount=0.9, population=K, spend=np.ones(K), seed=seed,
-                                objective="rate")  # fmt: skip
-        rule.init(1, K, d)
-        for t in range(1, 151):
-            rule.tell_costs(cost, budget_left=1e6)
-            arm = rule.ask(t)
-            n = int(arm[0]) + 1
-            scale = rho ** (t / 2)
-            parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
-                (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
-            rule.tell_parts(arm, parts[None], np.ones((1, n)))
-            rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+        rule = _contracting_signal_run(seed, K, d, rho, cost, "rate", 1e6)
         r = float(rule.contraction()[0])
         v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
         closed = (1 - r - (1 - np.sqrt(r)) ** 2 * v / s) / cost
@@ -624,14 +620,14 @@ def test_rate_is_the_best_policy_of_its_scalar_model():
         return E, asked
 
     greedy, asked = run(lambda E, left: int(np.argmin((q - (1 - rho) * E) / c)))
-    assert asked[0] == 0 and max(asked) > 0
+    assert asked[0] == 0  # the cheapest round far from the floor
+    assert max(asked) > 0  # more clients near it
     for n in range(N):
         assert greedy <= run(lambda E, left, n=n: n)[0] + 1e-12
     rng = np.random.default_rng(0)
     for _ in range(200):
-        draws = rng.integers(0, N, 400)
-        it = iter(draws)
-        assert greedy <= run(lambda E, left: int(next(it)))[0] + 1e-12
+        draws = iter(rng.integers(0, N, 400))
+        assert greedy <= run(lambda E, left, draws=draws: int(next(draws)))[0] + 1e-12
 
 
 def test_the_budget_objectives_end_the_run_on_the_most_clients_it_affords():
