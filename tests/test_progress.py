@@ -648,3 +648,16 @@ def test_the_budget_objectives_end_the_run_on_the_most_clients_it_affords():
         assert rule.last_round_arm() == (None if n is None else n - 1), budget
         if budget >= 5.0:
             assert int(rule.ask(1)[0]) == (1 if n is None else n - 1), budget
+        # last_round=False: the objective's choice to the end (the warm-up's n = 2)
+        keep = ProgressThompson(population=K, spend=np.ones(K), objective=objective,
+                                last_round=False)  # fmt: skip
+        keep.init(1, K, 3)
+        keep.tell_costs(cost, budget_left=budget)
+        if budget >= 5.0:
+            assert int(keep.ask(1)[0]) == 1, budget
+
+
+def test_last_round_must_be_a_bool():
+    with pytest.raises(TypeError, match="'last_round' parameter of ProgressThompson must be a bool"):
+        ProgressThompson(objective="rate", last_round="no")
+    assert ProgressThompson(objective="rate", last_round=False).get_params()["last_round"] is False

@@ -150,7 +150,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from .._validation import check_array, check_integer, check_real, fail
+from .._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
 from .base import ProtocolError
 from .registry import register_rule
 from .spread import SpreadThompson
@@ -225,6 +225,11 @@ class ProgressThompson(SpreadThompson):
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
         of the clients' training that outlives the level's drift.
+    last_round : bool
+        Under ``"horizon"`` and ``"rate"``: end the run on the most clients its last round
+        affords (default True; :meth:`last_round_arm`), for the model the run delivers. False
+        keeps the objective's choice to the end, for a run whose models along the way count
+        too (its last round then replaces no cheap rounds).
 
     Examples
     --------
@@ -241,9 +246,14 @@ class ProgressThompson(SpreadThompson):
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, objective: str = "decrease",
-                 shape_discount: float = 0.99) -> None:  # fmt: skip
+                 shape_discount: float = 0.99, last_round: bool = True) -> None:  # fmt: skip
         super().__init__(discount, population, spend, seed, release_noise, noise_order)
         owner = "ProgressThompson"
+        if not isinstance(last_round, bool | np.bool_):
+            raise InvalidParameterTypeError(
+                f"The 'last_round' parameter of {owner} must be a bool. Got {last_round!r} "
+                "instead.")  # fmt: skip
+        self.last_round = bool(last_round)
         self.shape_discount = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
         if objective not in _OBJECTIVES:
             raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
@@ -255,10 +265,11 @@ class ProgressThompson(SpreadThompson):
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
 
     def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters, ``signal_degree``, ``objective`` and
-        ``shape_discount``."""
+        """The spread rule's parameters, ``signal_degree``, ``objective``, ``shape_discount``
+        and ``last_round``."""
         return {**super().get_params(), "signal_degree": self.signal_degree,
-                "objective": self.objective, "shape_discount": self.shape_discount}  # fmt: skip
+                "objective": self.objective, "shape_discount": self.shape_discount,
+                "last_round": self.last_round}  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
@@ -790,7 +801,8 @@ class ProgressThompson(SpreadThompson):
 
     def _select(self, t: int) -> np.ndarray:
         R, N = self._shape[:2]
-        if self.objective in _BUDGET_OBJECTIVES and (last := self.last_round_arm()) is not None:
+        if self.objective in _BUDGET_OBJECTIVES and self.last_round and \
+                (last := self.last_round_arm()) is not None:  # fmt: skip
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
         if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
