@@ -269,3 +269,33 @@ def test_pytorch_rows_do_not_depend_on_the_threads_of_the_process():
     finally:
         torch.set_num_threads(before)
     assert rows[0] == rows[1]
+
+
+def test_a_saved_default_run_is_reused_only_under_the_same_default_rule(tmp_path, monkeypatch):
+    """A stored default run names the rule that made it (``.rule``); a rerun takes it again
+    while that is today's default and recomputes it where the name differs or is missing,
+    while a fixed n's stored run is taken whatever the rule."""
+    calls = []
+    real = sc.run_one
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sc, "run_one", counting)
+    store = tmp_path / "runs"
+    todo = [("fedsgd", m, 0, 6, 3, None, True) for m in ("default", "fedavg-2")]
+    first, _ = sc._execute(todo, jobs=1, store=store, progress=False)
+    assert calls == ["default", "fedavg-2"]
+    rule_file = store / "fedsgd" / "default-seed0.rule"
+    assert rule_file.read_text().strip() == sc.default_rule_of("fedsgd")
+    again, _ = sc._execute(todo, jobs=1, store=store, progress=False)
+    assert calls == ["default", "fedavg-2"]  # both taken from the store
+    assert [float(r["train_loss"]) for r in again] == [r["train_loss"] for r in first]
+    rule_file.write_text("default (an earlier rule)\n")
+    sc._execute(todo, jobs=1, store=store, progress=False)
+    assert calls == ["default", "fedavg-2", "default"]
+    rule_file.unlink()
+    sc._execute(todo, jobs=1, store=store, progress=False)
+    assert calls == ["default", "fedavg-2", "default", "default"]
+    assert rule_file.read_text().strip() == sc.default_rule_of("fedsgd")

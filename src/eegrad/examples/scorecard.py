@@ -20,7 +20,9 @@ every round (``setting,method,seed,round,n``); ``scorecard.md`` — the table an
 ``scorecard.png`` — each setting's loss over cost; ``scorecard-arms.png`` — the default's n
 over each run; ``metadata.json``. Each finished federation is
 saved under ``runs/`` as it ends, so an interrupted card rerun with the same command runs only
-what is missing.
+what is missing; a saved ``default`` run is taken again only where the default rule that made it
+(named in its ``.rule`` file, as a checkpoint's fingerprint names it) is today's, so a card rerun
+after the default changed recomputes the default's runs and keeps FedAvg's.
 
 ``warmup_reference`` runs one more method beside them, ``warmup-then-<n>``: the default's
 warm-up arms, then the best fixed n in hindsight every round (:class:`WarmupThenFixed`), on the
@@ -184,14 +186,33 @@ def _saved(path: Path) -> list[dict[str, Any]] | None:
         return list(csv.DictReader(fh))
 
 
+def default_rule_of(setting: str) -> str:
+    """The name of the default rule a setting's ``default`` runs (its checkpoint fingerprint's:
+    private or not, per-round or total budget)."""
+    from ..flower.strategy import default_rule_name
+
+    s = SETTINGS[setting]
+    return default_rule_name(bool(s.options.get("dp", False)), s.total_budget is not None)
+
+
+def _saved_rule(path: Path) -> str | None:
+    return path.read_text().strip() if path.exists() else None
+
+
 def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
          candidate: dict[str, Any] | None, quick: bool, store: Path | None,
          progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
-    """One federation, or its saved rows when ``store`` holds them."""
+    """One federation, or its saved rows when ``store`` holds them (a ``default`` or
+    ``warmup-then-<n>`` run only where the rule that made it, named in its ``.rule`` file, is
+    today's default)."""
     import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
 
     stem = None if store is None else store / setting / f"{method}-seed{seed}"
-    if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None:
+    # the default's runs and the warm-up reference's (the default's warm-up) name their rule
+    rule = default_rule_of(setting) if method == "default" or \
+        method.startswith("warmup-then-") else None  # fmt: skip
+    if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None and \
+            (rule is None or _saved_rule(stem.with_suffix(".rule")) == rule):  # fmt: skip
         return rows, _saved(stem.with_suffix(".arms.csv")) or []
     logging.getLogger("flwr").setLevel(logging.ERROR)
     t0 = time.perf_counter()
@@ -200,6 +221,8 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
     if stem is not None:  # saved as it ends: an interrupted card loses nothing finished
         stem.parent.mkdir(parents=True, exist_ok=True)
         write_table(stem.with_suffix(".arms.csv"), arms, ARM_COLUMNS)
+        if rule is not None:  # before the rows: rows without it are never taken for today's
+            atomic_write_bytes(stem.with_suffix(".rule"), (rule + "\n").encode())
         write_table(stem.with_suffix(".csv"), rows, COLUMNS)
     if progress:
         print(f"  {setting} seed {seed} {method}: final loss {rows[-1]['train_loss']:.4f} "
