@@ -192,7 +192,7 @@ def default_rule_of(setting: str) -> str:
     from ..flower.strategy import default_rule_name
 
     s = SETTINGS[setting]
-    return default_rule_name(bool(s.options.get("dp", False)), s.total_budget is not None)
+    return default_rule_name(s.private, s.total_budget is not None)
 
 
 def _saved_rule(path: Path) -> str | None:
@@ -466,9 +466,9 @@ def plot_arms(rows: list[dict[str, Any]], arms: list[dict[str, Any]], names: lis
         for seed, pts in runs.items():
             pts.sort()
             last = pts[-1][0]
+            end = cost.get((seed, last)) if total else last
             for rnd, n in pts:
                 spent = cost.get((seed, rnd)) if total else rnd
-                end = cost.get((seed, last)) if total else last
                 if spent is not None and end:
                     share.append(spent / end)
                     ns.append(n)

@@ -100,6 +100,11 @@ class Setting:
         """The total budget of a run (None: a per-round budget)."""
         return self.quick_total_budget if quick else self.total_budget
 
+    @property
+    def private(self) -> bool:
+        """Whether the setting runs under central DP (its ``dp`` option)."""
+        return bool(self.options.get("dp", False))
+
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("fedsgd", "a", "softmax, 20 clients, FedSGD", "softmax", 60, 20),

@@ -461,9 +461,11 @@ class Selector:
         raise ProtocolError(f"{self!r} does not weigh a round's noise against the rounds left "
                             "(uses_rounds_left is False).")  # fmt: skip
 
-    def tell_costs(self, costs: Any) -> None:
-        """Tell the expected cost of a round of every arm, shape (N,), before the next ask, for
-        a rule that weighs progress against cost (:attr:`uses_costs`); refused otherwise."""
+    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
+        """Tell the expected cost of a round of every arm, shape (N,), and where the run has a
+        total budget what is left of it (``budget_left``; :class:`~eegrad.flower.EEGradStrategy`
+        tells both), before the next ask, for a rule that weighs progress against cost
+        (:attr:`uses_costs`); refused otherwise."""
         raise ProtocolError(f"{self!r} does not weigh the cost of a round "
                             "(uses_costs is False).")  # fmt: skip
 

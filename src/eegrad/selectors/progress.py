@@ -469,13 +469,22 @@ class ProgressThompson(SpreadThompson):
         by :math:`\rho` a round, :math:`H_n = B_{left}/c_n` rounds:
         :math:`\rho^{H_n} + (1-\sqrt\rho)^2 (v_n/s)(1-\rho^{H_n})/(1-\rho)`, with ``noise``
         the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
-        rho = self.contraction()[:, None]
-        s = np.exp(self._log_level)[:, None]  # the smoothed level
+        rho, injected = self._quadratic_round(noise)
         H = self._budget_left / self._costs[None, :]
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             decay = rho**H
-            floor = (1.0 - np.sqrt(rho)) ** 2 * (noise / s) * (1.0 - decay) / (1.0 - rho)
+            floor = injected * (1.0 - decay) / (1.0 - rho)
         return decay + floor
+
+    def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""The total-budget objectives' quadratic, one round of each arm: the excess's
+        contraction :math:`\rho`, shape (R, 1), and what the round's noise adds relative to
+        today's excess, :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s`, shape (R, N), with ``noise``
+        the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
+        rho = self.contraction()[:, None]
+        s = np.exp(self._log_level)[:, None]  # the smoothed level
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return rho, (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
 
     def rate_of_decrease(self, noise: np.ndarray) -> np.ndarray:
         r"""The ``"rate"`` objective, shape (R, N): the decrease of the excess loss that a round
@@ -484,17 +493,13 @@ class ProgressThompson(SpreadThompson):
         :math:`\bigl(1 - \rho - (1-\sqrt\rho)^2 v_n/s\bigr)/c_n` (the module's notes, *The rate
         of a total budget*), with ``noise`` the arms' :math:`v_n` and s the smoothed signal
         level (NaN where unknown)."""
-        rho = self.contraction()[:, None]
-        s = np.exp(self._log_level)[:, None]  # the smoothed level
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gain = (1.0 - rho) - (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
-        return gain / self._costs[None, :]
+        rho, injected = self._quadratic_round(noise)
+        return ((1.0 - rho) - injected) / self._costs[None, :]
 
     def last_round_arm(self) -> int | None:
         r"""The arm of the run's last round under the ``"horizon"`` and ``"rate"`` objectives,
-        or None: the most
-        clients whose round's expected cost fits in the budget left :math:`B` and leaves less
-        than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
+        or None: the most clients whose round's expected cost fits in the budget left
+        :math:`B` and leaves less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
         module's notes, *The run's last round*); None where no round can end the run so, or
         before the costs and the budget left are told."""
         if self._costs is None or self._budget_left is None:
