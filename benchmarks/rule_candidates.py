@@ -6,7 +6,7 @@ so that its paired difference to the default measures the rule and not the strea
 studies page (``docs/guide/federated-studies.md``) reports what they measured::
 
     python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
-        --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls \\
+        --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread \\
         --settings fedsgd local-steps overheads cnn-e1 cnn-e3 mlp-minibatch minibatch-drift
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
@@ -123,6 +123,27 @@ class NonNegativeFit(ProgressThompson):
         return self._noise_of(theta + np.einsum("rij,rj->ri", L, z))
 
 
+class SignalFromSpread(ProgressThompson):
+    """``signal-spread``: the signal's fit told only by rounds whose spread measured their own
+    noise (n >= 2); a round of one client has none, and its ‖ū‖² less the predicted noise is
+    as wrong as that prediction."""
+
+    _ARMS = ("_arm_q", "_arm_s", "_arm_rounds")
+    _SHAPE = ("_shape_q", "_shape_s", "_shape_ss", "_shape_rounds")
+
+    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        one = np.asarray(arms) == 0
+        if not np.any(one):
+            return super().tell_signal(arms, mean_norm2, persistence)
+        saved = {k: getattr(self, k).copy() for k in self._ARMS + self._SHAPE}
+        super().tell_signal(arms, mean_norm2, persistence)
+        for k in self._ARMS:  # the round's evidence taken back, its age kept
+            getattr(self, k)[one] = (saved[k] * self.discount)[one]
+        for k in self._SHAPE:
+            getattr(self, k)[one] = (saved[k] * self.shape_discount)[one]
+        self._fit_signal()
+
+
 class EndInModel(ProgressThompson):
     """``end-model`` (a total budget): the last round chosen in the rate's own scalar model.
     Where a round could end the run, compare ending it now on the most clients affordable with
@@ -173,6 +194,7 @@ CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
     "wide": _per_round(Wide),
     "warm-20-6": _per_round(WarmWithoutTwo),
     "nnls": _per_round(NonNegativeFit),
+    "signal-spread": _per_round(SignalFromSpread),
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }
