@@ -6,7 +6,7 @@ so that its paired difference to the default measures the rule and not the strea
 studies page (``docs/guide/federated-studies.md``) reports what they measured::
 
     python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
-        --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread \\
+        --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread scalar-rate \\
         --settings fedsgd local-steps overheads cnn-e1 cnn-e3 mlp-minibatch minibatch-drift
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
@@ -144,6 +144,32 @@ class SignalFromSpread(ProgressThompson):
         self._fit_signal()
 
 
+class ScalarRate(ProgressThompson):
+    """``scalar-rate``: the total-budget rate's quadratic in the per-round mode, each arm
+    contracting by its own gain, :math:`1 - \\sqrt{\\rho_n} = (1 - \\sqrt{\\hat\\rho})\\,x_n/x_t`
+    (:math:`x_t` the last round's arm's update length): the largest
+    :math:`1 - \\rho_n - (1 - \\sqrt{\\rho_n})^2 v_n/s_n`, the default's objective until
+    the contraction is known."""
+
+    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        super().tell_signal(arms, mean_norm2, persistence)
+        self._last_arm = np.asarray(arms).copy()
+
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        base = super()._objective(noise)
+        last = getattr(self, "_last_arm", None)
+        if last is None:
+            return base
+        rho, s = self.contraction(), self.signal()
+        x = np.sqrt(np.maximum(s, 0.0))
+        x_last = x[self._rows, last][:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = np.clip((1.0 - np.sqrt(rho))[:, None] * x / x_last, 0.0, 1.0)
+            rate = 1.0 - (1.0 - step) ** 2 - step**2 * noise / s
+        ok = np.isfinite(rho) & np.all(np.isfinite(rate), axis=1) & (x_last[:, 0] > 0)
+        return np.where(ok[:, None], rate, base)
+
+
 class EndInModel(ProgressThompson):
     """``end-model`` (a total budget): the last round chosen in the rate's own scalar model.
     Where a round could end the run, compare ending it now on the most clients affordable with
@@ -195,6 +221,7 @@ CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
     "warm-20-6": _per_round(WarmWithoutTwo),
     "nnls": _per_round(NonNegativeFit),
     "signal-spread": _per_round(SignalFromSpread),
+    "scalar-rate": _per_round(ScalarRate),
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }
