@@ -18,7 +18,6 @@ store copied from a card's ``--out`` runs only the candidates.
 from __future__ import annotations
 
 import argparse
-import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,27 +26,17 @@ import numpy as np
 
 from eegrad import ProgressThompson
 from eegrad.examples import scorecard
+from eegrad.selectors.progress import nonnegative_minimum
 
 
 def project_nonnegative(theta: np.ndarray, normal: np.ndarray) -> np.ndarray:
-    """argmin over x >= 0 of (x − θ)ᵀA(x − θ), per row: θ shape (R, k), A shape (R, k, k)
-    (every subset of free coordinates tried; k <= 3 here)."""
-    R, k = theta.shape
-    out = np.empty_like(theta)
-    subsets = [list(s) for m in range(1, k + 1) for s in itertools.combinations(range(k), m)]
-    for r in range(R):
-        t, a = theta[r], normal[r]
-        if np.all(t >= 0):
-            out[r] = t
-            continue
-        best, value = np.zeros(k), float(t @ a @ t)
-        for free in subsets:
-            x = np.zeros(k)
-            x[free] = np.linalg.solve(a[np.ix_(free, free)], a[free, :] @ t)
-            v = float((x - t) @ a @ (x - t))
-            if np.all(x >= 0) and v < value:
-                best, value = x, v
-        out[r] = best
+    """argmin over x >= 0 of (x − θ)ᵀA(x − θ), per row: θ shape (R, k), A shape (R, k, k),
+    i.e. :func:`~eegrad.selectors.progress.nonnegative_minimum` of A and Aθ (θ itself where it
+    is non-negative)."""
+    out = theta.copy()
+    for r in np.flatnonzero(np.any(theta < 0, axis=1)):
+        x = nonnegative_minimum(normal[r], normal[r] @ theta[r])
+        out[r] = np.zeros(theta.shape[1]) if x is None else x
     return out
 
 
@@ -97,30 +86,8 @@ class NonNegativeFit(ProgressThompson):
     """``nnls``: the noise's parameters (and each draw of them) projected onto θ >= 0 in the
     fit's own metric, where the default sets each negative component to 0."""
 
-    def _metric(self) -> np.ndarray:
-        A = self._normal.copy()
-        scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
-        return A + (1e-6 * scale)[:, None, None] * np.eye(A.shape[-1])
-
-    def _noise_of(self, theta: np.ndarray) -> np.ndarray:
-        theta = project_nonnegative(theta, self._metric())
-        return self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.coefficients(), theta))  # fmt: skip
-
-    def predicted(self) -> np.ndarray:
-        return self._noise_of(self.fit()[0])
-
-    def _sampled_noise(self) -> np.ndarray:
-        theta, cov = self.fit()
-        R, k = theta.shape
-        if self.streams is None:
-            z = self._own_rng.standard_normal((R, k))
-        else:
-            z = self.streams.per_block(lambda g, sl: g.standard_normal((sl.stop - sl.start, k)),
-                                       np.empty((R, k)))  # fmt: skip
-        jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
-        L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(k))
-        return self._noise_of(theta + np.einsum("rij,rj->ri", L, z))
+    def admissible(self, theta: np.ndarray) -> np.ndarray:
+        return project_nonnegative(theta, self.normal_matrix())
 
 
 class SignalFromSpread(ProgressThompson):
@@ -151,18 +118,13 @@ class ScalarRate(ProgressThompson):
     :math:`1 - \\rho_n - (1 - \\sqrt{\\rho_n})^2 v_n/s_n`, the default's objective until
     the contraction is known."""
 
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        super().tell_signal(arms, mean_norm2, persistence)
-        self._last_arm = np.asarray(arms).copy()
-
     def _objective(self, noise: np.ndarray) -> np.ndarray:
         base = super()._objective(noise)
-        last = getattr(self, "_last_arm", None)
-        if last is None:
+        if self._last is None:  # no round told since the chain of rounds broke
             return base
         rho, s = self.contraction(), self.signal()
         x = np.sqrt(np.maximum(s, 0.0))
-        x_last = x[self._rows, last][:, None]
+        x_last = self._last[0][:, None]  # the last round's arm's update length, as fitted
         with np.errstate(invalid="ignore", divide="ignore"):
             step = np.clip((1.0 - np.sqrt(rho))[:, None] * x / x_last, 0.0, 1.0)
             rate = 1.0 - (1.0 - step) ** 2 - step**2 * noise / s
@@ -171,40 +133,35 @@ class ScalarRate(ProgressThompson):
 
 
 class EndInModel(ProgressThompson):
-    """``end-model`` (a total budget): the last round chosen in the rate's own scalar model.
-    Where a round could end the run, compare ending it now on the most clients affordable with
-    k more rounds of the rate's arm and then the most clients the budget left affords, by the
-    excess loss each leaves, :math:`\\rho E_k + q_L` with
-    :math:`E_k = \\rho^k + q_r(1-\\rho^k)/(1-\\rho)` (relative to today's excess)."""
+    """``end-model`` (a total budget; one realization, as a strategy's rule): the last round
+    chosen in the rate's own scalar model. Where a round could end the run, compare ending it
+    now on the most clients affordable with k more rounds of the rate's arm and then the most
+    clients the budget left affords, by the excess loss each leaves,
+    :math:`\\rho E_k + q_L` with :math:`E_k = \\rho^k + q_r(1-\\rho^k)/(1-\\rho)` (relative
+    to today's excess); where continuing leaves less, no round ends the run yet."""
 
-    def _select(self, t: int) -> np.ndarray:
-        last = self.last_round_arm() if self.last_round else None
+    def last_round_arm(self) -> int | None:
+        last = super().last_round_arm()
         if last is None or not np.any(self._arm_rounds > 0):
-            return super()._select(t)
-        R, N = self._shape[:2]
+            return last
         noise = self.predicted()
         rho, injected = self._quadratic_round(noise)
-        rate = self._objective(noise)
-        arm = N - 1 - np.argmax(rate[:, ::-1], axis=1)
+        p, q = float(rho[0, 0]), injected[0]
+        if not (np.isfinite(p) and p < 1 and np.all(np.isfinite(q))):
+            return last
+        rate = self._objective(noise)[0]
+        arm = rate.size - 1 - int(np.argmax(rate[::-1]))  # the rule's choice: ties to largest n
         c, budget = self._costs, float(self._budget_left)
-        out = np.full(R, last, dtype=np.int64)
-        for i in range(R):
-            p, q = float(rho[i, 0]), injected[i]
-            if not (np.isfinite(p) and p < 1 and np.all(np.isfinite(q))):
-                continue
-            cr = c[arm[i]]
-            best, best_k = np.inf, 0
-            for k in range(int(budget // cr) + 1):
-                affordable = np.flatnonzero(c <= budget - k * cr)
-                if affordable.size == 0:
-                    break
-                left = p**k + q[arm[i]] * (1 - p**k) / (1 - p)
-                final = p * left + q[affordable.max()]
-                if final < best:
-                    best, best_k = final, k
-            if best_k > 0:
-                out[i] = arm[i]
-        return out
+        best, best_k = np.inf, 0
+        for k in range(int(budget // c[arm]) + 1):
+            affordable = np.flatnonzero(c <= budget - k * c[arm])
+            if affordable.size == 0:
+                break
+            left = p**k + q[arm] * (1 - p**k) / (1 - p)
+            final = p * left + q[affordable.max()]
+            if final < best:
+                best, best_k = final, k
+        return last if best_k == 0 else None
 
 
 def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:

@@ -145,6 +145,7 @@ its mean (a server step :math:`\eta\bar u`, folded into :math:`\Lambda`); with T
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -721,7 +722,7 @@ class ProgressThompson(SpreadThompson):
         A, b = self._persist_A, self._persist_b
         out = np.repeat(fallback[:, None], 2, axis=1)
         for r in range(A.shape[0]):
-            fit = _nonnegative_2(A[r], b[r])
+            fit = nonnegative_minimum(A[r], b[r])
             if fit is not None:
                 out[r] = fit
         out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
@@ -821,20 +822,27 @@ class ProgressThompson(SpreadThompson):
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
 
-def _nonnegative_2(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """argmin over λ >= 0 of λᵀAλ − 2bᵀλ for a 2 × 2 normal matrix A (None: no evidence)."""
+def nonnegative_minimum(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """argmin over λ >= 0 of λᵀAλ − 2bᵀλ for a small k × k normal matrix A (positive
+    semi-definite), shape (k,) (None: no evidence). Every face of the orthant is tried: the
+    unconstrained minimum over each subset of free components (a subset whose block of A is
+    singular is skipped), the others at 0; the feasible one of least value wins (first in the
+    order: all free, then fewer)."""
     if not np.all(np.isfinite(A)) or np.trace(A) <= 0:
         return None
-    best, value = None, np.inf
+    k = A.shape[0]
     candidates = []
-    if abs(np.linalg.det(A)) > 1e-12 * np.trace(A) ** 2:
-        candidates.append(np.linalg.solve(A, b))
-    for j in range(2):  # one of the two at 0
-        if A[j, j] > 0:
-            lam = np.zeros(2)
-            lam[j] = b[j] / A[j, j]
+    for size in range(k, 0, -1):
+        for free in itertools.combinations(range(k), size):
+            block = A[np.ix_(free, free)]
+            if abs(np.linalg.det(block)) <= 1e-12 * np.trace(block) ** size:
+                continue
+            lam = np.zeros(k)
+            idx = list(free)
+            lam[idx] = b[idx] / block[0, 0] if size == 1 else np.linalg.solve(block, b[idx])
             candidates.append(lam)
-    candidates.append(np.zeros(2))
+    candidates.append(np.zeros(k))
+    best, value = None, np.inf
     for lam in candidates:
         if np.all(lam >= 0):
             v = float(lam @ A @ lam - 2.0 * b @ lam)

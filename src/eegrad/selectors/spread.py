@@ -262,10 +262,8 @@ class SpreadThompson(Selector):
         r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (with ``noise_order=2``,
         :math:`(S^2, \tau^2, \kappa^2)`; unconstrained), shape (R, k), and its approximate
         posterior covariance, shape (R, k, k)."""
-        A = self._normal.copy()
+        A = self.normal_matrix()
         k = A.shape[-1]
-        scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
-        A += (_RIDGE * scale)[:, None, None] * np.eye(k)
         Ainv = np.linalg.inv(A)
         theta = np.einsum("rij,rj->ri", Ainv, self._moment)
         rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
@@ -277,6 +275,13 @@ class SpreadThompson(Selector):
             phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
                            self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
         return theta, phi[:, None, None] * Ainv
+
+    def normal_matrix(self) -> np.ndarray:
+        """The fit's weighted normal matrix A, ridged (the posterior's precision up to the
+        residual variance), shape (R, k, k)."""
+        A = self._normal.copy()
+        scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
+        return A + (_RIDGE * scale)[:, None, None] * np.eye(A.shape[-1])
 
     def coefficients(self) -> np.ndarray:
         """Each arm's (Σp² − 1/K, Σp²/ω[, Σp²/ω²]), shape (R, N, k): the mean over its pulls,
@@ -300,9 +305,19 @@ class SpreadThompson(Selector):
 
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
-        theta, _ = self.fit()
+        return self.noise_of(self.fit()[0])
+
+    def noise_of(self, theta: np.ndarray) -> np.ndarray:
+        """Every arm's variance v_n under the noise's parameters ``theta``, shape (R, k), made
+        admissible (:meth:`admissible`), shape (R, N), the release's noise added."""
         return self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.coefficients(), np.maximum(theta, 0.0)))  # fmt: skip
+            "rnk,rk->rn", self.coefficients(), self.admissible(theta)))  # fmt: skip
+
+    def admissible(self, theta: np.ndarray) -> np.ndarray:
+        """The parameters the noise is predicted from, for a fit or a posterior draw
+        ``theta``, shape (R, k): each negative component set to 0 (a variance is not
+        negative)."""
+        return np.maximum(theta, 0.0)
 
     def _arm_scale(self) -> np.ndarray | float:
         """A factor on every arm's modelled noise, shape (R, N) or a scalar: 1 here (a rule
@@ -333,14 +348,13 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
-        return self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.coefficients(), self._draw(theta, cov, z)))  # fmt: skip
+        return self.noise_of(self._draw(theta, cov, z))
 
     @staticmethod
     def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """A posterior draw θ + L z of the noise's parameters, negative components set to 0
-        (L: the Cholesky factor of ``cov``; z: standard normals, shape (R, k))."""
+        """A posterior draw θ + L z of the noise's parameters (L: the Cholesky factor of
+        ``cov``; z: standard normals, shape (R, k)), before :meth:`admissible`."""
         k = theta.shape[-1]
         jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
         L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(k))
-        return np.maximum(theta + np.einsum("rij,rj->ri", L, z), 0.0)
+        return theta + np.einsum("rij,rj->ri", L, z)
