@@ -13,7 +13,7 @@ from eegrad import (
     ProtocolError,
     SpreadThompson,
 )
-from eegrad.selectors.progress import STEPS_SPAN
+from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minimum
 from eegrad.testing import check_rule
 
 K, D = 20, 6
@@ -97,6 +97,24 @@ def test_progress_closed_form_and_its_limits():
     # The signal-fraction objective: x s/(s + v).
     np.testing.assert_allclose(ProgressThompson.signal_fraction_progress(s2, v2),
                                [[2.0 * 4.0 / 6.0, 1.0]])  # fmt: skip
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_nonnegative_minimum_is_the_non_negative_least_squares(k):
+    # argmin over λ >= 0 of λᵀAλ − 2bᵀλ = ‖Lᵀλ − L⁻¹b‖² + const with A = LLᵀ: SciPy's NNLS of
+    # (Lᵀ, L⁻¹b) gives the same minimiser (to rounding: a relative tolerance).
+    from scipy.optimize import nnls
+
+    rng = np.random.default_rng(k)
+    for _ in range(50):
+        M = rng.normal(size=(k + 2, k))
+        A, b = M.T @ M, rng.normal(size=k)
+        L = np.linalg.cholesky(A)
+        ref, _ = nnls(L.T, np.linalg.solve(L, b))
+        got = nonnegative_minimum(A, b)
+        assert np.all(got >= 0)
+        np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
+    assert nonnegative_minimum(np.zeros((k, k)), np.ones(k)) is None  # no evidence
 
 
 def test_persistence_recovers_the_curvature_of_a_quadratic():

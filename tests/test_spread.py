@@ -149,6 +149,24 @@ def test_spread_thompson_concentrates_on_near_best_arms():
     assert np.mean(ratios) < 1.15, ratios
 
 
+def test_admissible_parameters_are_the_one_place_the_noise_is_made_from():
+    # A rule whose admissible parameters differ (here: every component 1) predicts and draws
+    # its noise from them alike: the fitted noise and any posterior draw are then the same.
+    class Ones(SpreadThompson):
+        def admissible(self, theta):
+            return np.ones_like(theta)
+
+    rule = Ones(population=K, spend=SPEND, seed=0)
+    _run_rule(rule, 0, 30)
+    expected = np.einsum("rnk,rk->rn", rule.coefficients(), np.ones((1, 2)))
+    np.testing.assert_array_equal(rule.predicted(), expected)
+    np.testing.assert_array_equal(rule._sampled_noise(), expected)
+    base = SpreadThompson(population=K, spend=SPEND, seed=0)
+    _run_rule(base, 0, 30)
+    theta = base.fit()[0]
+    np.testing.assert_array_equal(base.admissible(theta), np.maximum(theta, 0.0))
+
+
 def test_spread_thompson_predicts_n1_from_the_model():
     rule = SpreadThompson(population=K, spend=SPEND, seed=0)
     _run_rule(rule, 0, 30)
