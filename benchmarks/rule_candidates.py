@@ -164,6 +164,33 @@ class EndInModel(ProgressThompson):
         return last if best_k == 0 else None
 
 
+class FlatWhereStepsEqual(ProgressThompson):
+    """``flat-steps``: where the clients report their local steps and every arm takes the
+    same (the steps prior is flat), the signal curve is flat: a round's expected update is then
+    the mean gradient over the round's samples, the same for every n, and a fitted slope is
+    chance."""
+
+    def _flat_rows(self) -> np.ndarray:
+        told = self._steps_weight.sum(axis=1) > 0
+        prior = self.steps_prior()
+        differ = np.any(np.abs(prior[:, 1:]) > 1e-9, axis=1) | self._steps_regime
+        return told & ~differ
+
+    def _fit_signal(self) -> None:
+        super()._fit_signal()
+        flat = self._flat_rows()
+        if not flat.any() or self._curve.shape[1] == 1:
+            return
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = self._arm_s.sum(axis=1) / self._arm_q.sum(axis=1)
+        ok = flat & np.isfinite(c) & (c > 0)
+        self._beta[ok, 0] = np.log(c[ok])
+        self._beta[ok, 1:] = 0.0
+        self._curve = self._curve.copy()
+        self._curve[ok, 0] = self._beta[ok, 0]
+        self._curve[ok, 1:] = 0.0
+
+
 def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
     """The candidate as the per-round default is built: K, the arms' per-client spends."""
     return lambda fed: cls(population=fed.K, noise_order=2,
@@ -179,6 +206,7 @@ CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
     "nnls": _per_round(NonNegativeFit),
     "signal-spread": _per_round(SignalFromSpread),
     "scalar-rate": _per_round(ScalarRate),
+    "flat-steps": _per_round(FlatWhereStepsEqual),
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }
