@@ -8,6 +8,9 @@ studies page (``docs/guide/federated-studies.md``) reports what they measured::
     python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
         --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread scalar-rate \\
         --settings fedsgd local-steps overheads cnn-e1 cnn-e3 mlp-minibatch minibatch-drift
+    python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
+        --candidates flat-steps one-step-mean-for-one fitted-steps \\
+        --settings fedsgd overheads cnn-e1 cnn-e3
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
 
@@ -191,6 +194,36 @@ class FlatWhereStepsEqual(ProgressThompson):
         self._curve[ok, 1:] = 0.0
 
 
+class FittedWhereStepsEqual(ProgressThompson):
+    """``fitted-steps``: where the clients report the same several local steps at every arm
+    (a flat steps prior, not one step), the signal curve's fitted slope unshrunk: there a
+    client's drift towards its own data depends on its samples, and the curve may be real."""
+
+    def _shrunk_curve(self) -> np.ndarray:
+        curve = super()._shrunk_curve()
+        told = self._steps_weight.sum(axis=1) > 0
+        differ = np.any(np.abs(self.steps_prior()[:, 1:]) > 1e-9, axis=1) | self._steps_regime
+        rows = told & ~differ & ~self.one_step()
+        if rows.any():
+            curve = curve.copy()
+            curve[rows] = self._beta[rows]
+        return curve
+
+
+class OneOnFitWhereOneStep(ProgressThompson):
+    """``one-step-mean-for-one``: where the clients take one local step (the signal's curve
+    flat), n = 1 on the fitted noise, every other n on the draw: a round of one client shows
+    no spread, and its draw explores nothing a round can show."""
+
+    def _sampled_noise(self) -> np.ndarray:
+        v = super()._sampled_noise()
+        rows = self.one_step()
+        if rows.any():
+            v = v.copy()
+            v[rows, 0] = self.predicted()[rows, 0]
+        return v
+
+
 def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
     """The candidate as the per-round default is built: K, the arms' per-client spends."""
     return lambda fed: cls(population=fed.K, noise_order=2,
@@ -207,6 +240,8 @@ CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
     "signal-spread": _per_round(SignalFromSpread),
     "scalar-rate": _per_round(ScalarRate),
     "flat-steps": _per_round(FlatWhereStepsEqual),
+    "fitted-steps": _per_round(FittedWhereStepsEqual),
+    "one-step-mean-for-one": _per_round(OneOnFitWhereOneStep),
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }
