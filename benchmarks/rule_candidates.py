@@ -9,10 +9,13 @@ studies page (``docs/guide/federated-studies.md``) reports what they measured::
         --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread scalar-rate \\
         --settings fedsgd local-steps overheads cnn-e1 cnn-e3 mlp-minibatch minibatch-drift
     python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
-        --candidates flat-steps one-step-mean-for-one fitted-steps \\
-        --settings fedsgd overheads cnn-e1 cnn-e3
+        --candidates flat-steps fitted-steps --settings fedsgd overheads cnn-e1 cnn-e3
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
+    python benchmarks/mnist_candidates.py one-step --split shards --seeds 10
+
+The ``one-step`` family (the curve flat where the clients take one local step) is measured in
+the MNIST study of ``eegrad example flower`` by ``benchmarks/mnist_candidates.py``.
 
 Runs are saved under ``DIR/runs`` as the card saves them (a rerun takes them again), so a
 store copied from a card's ``--out`` runs only the candidates.
@@ -194,34 +197,103 @@ class FlatWhereStepsEqual(ProgressThompson):
         self._curve[ok, 1:] = 0.0
 
 
-class FittedWhereStepsEqual(ProgressThompson):
-    """``fitted-steps``: where the clients report the same several local steps at every arm
-    (a flat steps prior, not one step), the signal curve's fitted slope unshrunk: there a
-    client's drift towards its own data depends on its samples, and the curve may be real."""
+def one_step(rule: ProgressThompson) -> np.ndarray:
+    """Whether the rule's clients report exactly one local step at every arm told, shape (R,)
+    (False in rows told no steps)."""
+    q = rule._steps_weight
+    told = q > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_log = np.where(told, rule._steps_log / q, 0.0)
+    return told.any(axis=1) & np.all(np.abs(mean_log) <= 1e-9, axis=1)
+
+
+class OneStepFlat(ProgressThompson):
+    """``one-step``: where the clients report one local step at every arm (FedSGD, one
+    full-batch epoch), the signal's curve flat by the paper's model (its slope 0, its level
+    fitted): a round's expected update is then the same at every n."""
+
+    def _fit_signal(self) -> None:
+        super()._fit_signal()
+        rows = one_step(self)
+        if not rows.any() or self._shape_beta.shape[1] == 1:
+            return
+        self._shape_beta[rows, 1:] = 0.0
+        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
+        ok = rows & np.isfinite(c) & (c > 0)
+        self._beta[ok, 0] = np.log(c[ok])
+        self._beta[ok, 1:] = 0.0
+        self._fitted |= ok
+        self._curve = self._shrunk_curve()
+
+
+class OneStepNoOne(OneStepFlat):
+    """``one-step-no-one``: ``one-step``, and where the clients take one step never a round of
+    one client after the warm-up: its noise is only ever extrapolated from the other arms'
+    fit, which its round cannot correct."""
+
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        d = super()._objective(noise)
+        rows = one_step(self)
+        if rows.any() and d.shape[1] > 1:
+            d = d.copy()
+            d[rows, 0] = -np.inf
+        return d
+
+
+class OneStepMeanForOne(OneStepFlat):
+    """``one-step-mean-for-one``: ``one-step``, and where the clients take one step n = 1 on
+    the fitted noise, every other n on the draw."""
+
+    def _sampled_noise(self) -> np.ndarray:
+        v = super()._sampled_noise()
+        rows = one_step(self)
+        if rows.any():
+            v = v.copy()
+            v[rows, 0] = self.predicted()[rows, 0]
+        return v
+
+
+class OneStepNoKappa(OneStepFlat):
+    """``one-step-kappa0``: ``one-step``, and where the clients take one step the noise's
+    second-order parameter κ² held at 0 (the noise of several steps on the same samples) and
+    (S², τ²) fitted alone."""
+
+    def fit(self) -> tuple[np.ndarray, np.ndarray]:
+        A = self.normal_matrix()
+        free = np.ones(A.shape[:2], dtype=bool)
+        if A.shape[1] > 2 and hasattr(self, "_steps_weight"):
+            free[one_step(self), 2] = False
+        both = free[:, :, None] & free[:, None, :]
+        eye = np.eye(A.shape[-1], dtype=bool)[None]
+        # κ² held at 0: its row and column of the system replaced by the identity's
+        Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
+        Ainv = np.where(both, Ainv, 0.0)
+        theta = np.einsum("rij,rj->ri", Ainv, self._moment)
+        k = free.sum(axis=1)
+        rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
+               + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
+        with np.errstate(invalid="ignore", divide="ignore"):
+            n_eff = np.where(self._nu2 > 0, self._nu**2 / self._nu2, 0.0)
+            phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
+                           self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
+        return theta, phi[:, None, None] * Ainv
+
+class FittedWhereStepsEqual(OneStepFlat):
+    """``fitted-steps``: ``one-step``, and where the clients report the same several local
+    steps at every arm (a flat steps prior, not one step), the signal curve's fitted slope
+    unshrunk: there a client's drift towards its own data depends on its samples."""
 
     def _shrunk_curve(self) -> np.ndarray:
         curve = super()._shrunk_curve()
         told = self._steps_weight.sum(axis=1) > 0
         differ = np.any(np.abs(self.steps_prior()[:, 1:]) > 1e-9, axis=1) | self._steps_regime
-        rows = told & ~differ & ~self.one_step()
+        rows = told & ~differ & ~one_step(self)
         if rows.any():
             curve = curve.copy()
             curve[rows] = self._beta[rows]
         return curve
-
-
-class OneOnFitWhereOneStep(ProgressThompson):
-    """``one-step-mean-for-one``: where the clients take one local step (the signal's curve
-    flat), n = 1 on the fitted noise, every other n on the draw: a round of one client shows
-    no spread, and its draw explores nothing a round can show."""
-
-    def _sampled_noise(self) -> np.ndarray:
-        v = super()._sampled_noise()
-        rows = self.one_step()
-        if rows.any():
-            v = v.copy()
-            v[rows, 0] = self.predicted()[rows, 0]
-        return v
 
 
 def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
@@ -230,18 +302,26 @@ def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]
                            spend=np.array([fed.share(n) for n in range(1, fed.N + 1)]))
 
 
+#: The per-round candidates by name: each a class built as the per-round default is.
+PER_ROUND: dict[str, type[ProgressThompson]] = {
+    "mean-noise": MeanNoise,
+    "no-one": NoOne,
+    "mean-for-one": MeanForOne,
+    "wide": Wide,
+    "warm-20-6": WarmWithoutTwo,
+    "nnls": NonNegativeFit,
+    "signal-spread": SignalFromSpread,
+    "scalar-rate": ScalarRate,
+    "flat-steps": FlatWhereStepsEqual,
+    "one-step": OneStepFlat,
+    "one-step-no-one": OneStepNoOne,
+    "one-step-mean-for-one": OneStepMeanForOne,
+    "one-step-kappa0": OneStepNoKappa,
+    "fitted-steps": FittedWhereStepsEqual,
+}
+
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
-    "mean-noise": _per_round(MeanNoise),
-    "no-one": _per_round(NoOne),
-    "mean-for-one": _per_round(MeanForOne),
-    "wide": _per_round(Wide),
-    "warm-20-6": _per_round(WarmWithoutTwo),
-    "nnls": _per_round(NonNegativeFit),
-    "signal-spread": _per_round(SignalFromSpread),
-    "scalar-rate": _per_round(ScalarRate),
-    "flat-steps": _per_round(FlatWhereStepsEqual),
-    "fitted-steps": _per_round(FittedWhereStepsEqual),
-    "one-step-mean-for-one": _per_round(OneOnFitWhereOneStep),
+    **{name: _per_round(cls) for name, cls in PER_ROUND.items()},
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }

@@ -108,8 +108,7 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=2, "
-                                              r"local-steps curve flat at one step, "
-                                              r"curvature over "
+                                              r"local-steps curve, curvature over "
                                               r"sqrt\(rounds left\)\)' "
                                               r"in the checkpoint, 'FixedArm'"):  # fmt: skip
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
@@ -133,10 +132,10 @@ def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 2)
     with pytest.raises(CheckpointError, match=r"rule: 'default \(ProgressThompson, noise_order=1, "
-                                              r"local-steps curve flat at one step, curvature over "
+                                              r"local-steps curve, curvature over "
                                               r"sqrt\(rounds left\)\)' in the checkpoint, "
                                               r"'default \(ProgressThompson, noise_order=2, "
-                                              r"local-steps curve flat at one step, curvature over "
+                                              r"local-steps curve, curvature over "
                                               r"sqrt\(rounds left\)\)' here"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
 

@@ -679,29 +679,3 @@ def test_last_round_must_be_a_bool():
     with pytest.raises(TypeError, match="'last_round' parameter of ProgressThompson must be a bool"):
         ProgressThompson(objective="rate", last_round="no")
     assert ProgressThompson(objective="rate", last_round=False).get_params()["last_round"] is False
-
-
-def test_one_local_step_keeps_the_signal_flat_whatever_the_rounds_show():
-    # With one local step at every arm (FedSGD, one full-batch epoch) a round's expected update
-    # is the same for every n (the paper's model): the curve's slope is 0 by the model, so
-    # updates that the rounds show growing with the share (gain ∝ spend^0.5, which the fit
-    # reads with two equal steps at every arm) leave it flat, with a level among the arms'
-    # true signals. Told no steps, or unequal ones, the rule is not in that case.
-    gain = lambda n: (SPEND[n - 1] / SPEND.mean()) ** 0.5
-    one, two = _rule(), _rule()
-    _drive(one, 0, 40, gain, steps=lambda n: 1.0)
-    _drive(two, 0, 40, gain, steps=lambda n: 2.0)
-    assert one.one_step().tolist() == [True]
-    assert two.one_step().tolist() == [False]
-    assert one.signal_curve()[0, 1] == 0.0
-    s = one.signal()[0]
-    np.testing.assert_allclose(s, s[0])
-    true = np.array([gain(n) ** 2 for n in range(1, K + 1)])
-    assert true.min() < s[0] < true.max()
-    assert two.signal_curve()[0, 1] > 0.0  # the same rounds, several steps: a fitted slope
-    untold = _rule()
-    untold.init(1, K, D)
-    assert untold.one_step().tolist() == [False]
-    untold.tell_local_steps(np.array([0]), np.array([1.0]))
-    untold.tell_local_steps(np.array([5]), np.array([3.0]))
-    assert untold.one_step().tolist() == [False]

@@ -160,7 +160,7 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
         return (f"default (ProgressThompson, rate, noise_order={DEFAULT_NOISE_ORDER}, "
                 "local-steps curve, last round the most clients affordable)")  # fmt: skip
     cls = _default_rule_class(private)
-    curve = (", local-steps curve flat at one step, curvature over sqrt(rounds left)" if cls is ProgressThompson
+    curve = (", local-steps curve, curvature over sqrt(rounds left)" if cls is ProgressThompson
              else "")  # fmt: skip
     return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{curve})"
 

@@ -56,18 +56,6 @@ grows. Without a prior, thin evidence (few arms pulled, a round of one noisy cli
 curve flat where the updates in fact grew with the share; seeing equal signals, the rule then
 asked the most clients, whose rounds barely move, and stayed there.
 
-**One local step: the paper's model.** Where the clients report exactly one local step at
-every arm told (FedSGD, one full-batch epoch; :meth:`one_step`), a round's update is the step
-size times the sample-weighted mean gradient over the round's samples, whose expectation is the
-same whatever n: the arms differ only in their noise, and the curve is flat by the model, not
-by its fit. Its slope is then 0 and only its level is fitted. A fitted slope there is chance,
-and it mattered where the persistence showed no curvature: in a CNN's plateau (consecutive
-updates alike, :math:`\Lambda \approx 0`) the noise costs the objective nothing, a chance slope
-towards the largest shares sent the rule to rounds of one client, and one such round undid tens
-of rounds' progress (measured on the scorecard's setting (d), ``benchmarks/rule_candidates.py``).
-With several local steps, even equal ones, a client's update drifts towards its own data by an
-amount that depends on its samples, and the curve is fitted.
-
 **Where the steps differ: a curve in the steps.** A larger share buys more mini-batch steps
 only until the client's data is exhausted; beyond, the client takes the same steps over the
 same samples, and its update is the same. A curve in the log-spend cannot bend there: it
@@ -178,7 +166,6 @@ _CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios 
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
-_ONE_STEP = 1e-9  # |mean log steps| no larger: one local step (rounding)
 #: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
 STEPS_SPAN = 2.0
 _STEPS_SLOPE = 2.0  # the prior of the log-signal's slope in the log steps: s ∝ k²
@@ -564,18 +551,6 @@ class ProgressThompson(SpreadThompson):
             out[r, order] = np.exp(np.interp(ell[order], ell[order][told], fitted))
         return out
 
-    def one_step(self) -> np.ndarray:
-        r"""Whether the clients report exactly one local step at every arm told, shape (R,):
-        there a round's expected update is the step size times the mean gradient over the
-        round's samples, the same for every n (the paper's model), and the signal's curve is
-        flat, not fitted (the module's notes, *One local step*). False in rows told no
-        steps."""
-        q = self._steps_weight
-        told = q > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_log = np.where(told, self._steps_log / q, 0.0)
-        return told.any(axis=1) & np.all(np.abs(mean_log) <= _ONE_STEP, axis=1)
-
     def _set_regressors(self) -> None:
         """Each realization's regressors of the curve: its arms' centred log steps (and their
         square) where those span :data:`STEPS_SPAN` or more, else the scaled log-spend's."""
@@ -677,7 +652,6 @@ class ProgressThompson(SpreadThompson):
             beta[:, 1:] = np.clip(beta[:, 1:], -_SLOPE, _SLOPE)
         ok = np.all(np.isfinite(beta), axis=1) & np.any(Q > 0, axis=1)
         self._shape_beta = np.where(ok[:, None], beta, self._shape_beta)
-        self._shape_beta[self.one_step(), 1:] = 0.0  # the paper's model: one signal for all
         shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))  # (R, N)
         with np.errstate(invalid="ignore", divide="ignore"):
             c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
