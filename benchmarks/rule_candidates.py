@@ -207,6 +207,17 @@ def one_step(rule: ProgressThompson) -> np.ndarray:
     return told.any(axis=1) & np.all(np.abs(mean_log) <= 1e-9, axis=1)
 
 
+def without_one(rule: ProgressThompson, d: np.ndarray) -> np.ndarray:
+    """The objective ``d``, shape (R, N), with n = 1 ruled out in the rows where the rule's
+    clients take one step (:func:`one_step`)."""
+    rows = one_step(rule)
+    if not rows.any() or d.shape[1] == 1:
+        return d
+    d = d.copy()
+    d[rows, 0] = -np.inf
+    return d
+
+
 class OneStepFlat(ProgressThompson):
     """``one-step``: where the clients report one local step at every arm (FedSGD, one
     full-batch epoch), the signal's curve flat by the paper's model (its slope 0, its level
@@ -234,12 +245,7 @@ class OneStepNoOne(OneStepFlat):
     fit, which its round cannot correct."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        d = super()._objective(noise)
-        rows = one_step(self)
-        if rows.any() and d.shape[1] > 1:
-            d = d.copy()
-            d[rows, 0] = -np.inf
-        return d
+        return without_one(self, super()._objective(noise))
 
 
 class OneStepMeanForOne(OneStepFlat):
@@ -260,25 +266,19 @@ class OneStepNoKappa(OneStepFlat):
     second-order parameter κ² held at 0 (the noise of several steps on the same samples) and
     (S², τ²) fitted alone."""
 
-    def fit(self) -> tuple[np.ndarray, np.ndarray]:
-        A = self.normal_matrix()
-        free = np.ones(A.shape[:2], dtype=bool)
-        if A.shape[1] > 2 and hasattr(self, "_steps_weight"):
+    def free_parameters(self) -> np.ndarray:
+        free = super().free_parameters()
+        if free.shape[1] > 2 and hasattr(self, "_steps_weight"):
             free[one_step(self), 2] = False
-        both = free[:, :, None] & free[:, None, :]
-        eye = np.eye(A.shape[-1], dtype=bool)[None]
-        # κ² held at 0: its row and column of the system replaced by the identity's
-        Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
-        Ainv = np.where(both, Ainv, 0.0)
-        theta = np.einsum("rij,rj->ri", Ainv, self._moment)
-        k = free.sum(axis=1)
-        rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
-               + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
-        with np.errstate(invalid="ignore", divide="ignore"):
-            n_eff = np.where(self._nu2 > 0, self._nu**2 / self._nu2, 0.0)
-            phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
-                           self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
-        return theta, phi[:, None, None] * Ainv
+        return free
+
+class OneStepNoKappaNoOne(OneStepNoKappa):
+    """``one-step-kappa0-no-one``: ``one-step-kappa0``, and where the clients take one step
+    never a round of one client after the warm-up (as ``one-step-no-one``)."""
+
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        return without_one(self, super()._objective(noise))
+
 
 class FittedWhereStepsEqual(OneStepFlat):
     """``fitted-steps``: ``one-step``, and where the clients report the same several local
@@ -317,6 +317,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "one-step-no-one": OneStepNoOne,
     "one-step-mean-for-one": OneStepMeanForOne,
     "one-step-kappa0": OneStepNoKappa,
+    "one-step-kappa0-no-one": OneStepNoKappaNoOne,
     "fitted-steps": FittedWhereStepsEqual,
 }
 

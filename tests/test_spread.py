@@ -167,6 +167,36 @@ def test_admissible_parameters_are_the_one_place_the_noise_is_made_from():
     np.testing.assert_array_equal(base.admissible(theta), np.maximum(theta, 0.0))
 
 
+def test_a_parameter_held_at_zero_is_fitted_and_drawn_at_zero():
+    # free_parameters holds τ² at 0 here: the fit is then the least squares of S² alone, the
+    # one-parameter system of the same normal matrix (A₀₀ S² = m₀), its posterior variance
+    # A₀₀⁻¹ times the residual variance of that fit, and every draw of τ² is 0. With every
+    # parameter free the fit is the full system's, as before the hook.
+    class HoldTau(SpreadThompson):
+        def free_parameters(self):
+            free = super().free_parameters()
+            free[:, 1] = False
+            return free
+
+    held, full = HoldTau(population=K, spend=SPEND, seed=0), SpreadThompson(population=K,
+                                                                            spend=SPEND, seed=0)
+    _run_rule(held, 0, 30)
+    _run_rule(full, 0, 30)
+    A, m = held.normal_matrix()[0], held._moment[0]
+    theta, cov = held.fit()
+    np.testing.assert_allclose(theta[0], [m[0] / A[0, 0], 0.0], rtol=1e-12)
+    np.testing.assert_array_equal(cov[0, 1], 0.0)
+    np.testing.assert_array_equal(cov[0, :, 1], 0.0)
+    assert cov[0, 0, 0] > 0
+    draws = np.stack([held._sampled_noise()[0] for _ in range(5)])
+    coef = held.coefficients()[0]
+    # a draw's noise is S̃²·(Σp² − 1/K) alone (τ̃² = 0), S̃² >= 0
+    ratio = draws / coef[None, :, 0]
+    np.testing.assert_allclose(ratio, ratio[:, :1] * np.ones_like(ratio), rtol=1e-9)
+    A_full, m_full = full.normal_matrix()[0], full._moment[0]
+    np.testing.assert_allclose(full.fit()[0][0], np.linalg.solve(A_full, m_full), rtol=1e-9)
+
+
 def test_spread_thompson_predicts_n1_from_the_model():
     rule = SpreadThompson(population=K, spend=SPEND, seed=0)
     _run_rule(rule, 0, 30)

@@ -260,12 +260,17 @@ class SpreadThompson(Selector):
     # -- the fit -----------------------------------------------------------------------------------
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
         r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (with ``noise_order=2``,
-        :math:`(S^2, \tau^2, \kappa^2)`; unconstrained), shape (R, k), and its approximate
-        posterior covariance, shape (R, k, k)."""
+        :math:`(S^2, \tau^2, \kappa^2)`; unconstrained, but 0 where :meth:`free_parameters`
+        holds one), shape (R, k), and its approximate posterior covariance, shape (R, k, k)."""
         A = self.normal_matrix()
-        k = A.shape[-1]
-        Ainv = np.linalg.inv(A)
+        free = self.free_parameters()
+        both = free[:, :, None] & free[:, None, :]
+        eye = np.eye(A.shape[-1], dtype=bool)[None]
+        # a parameter held at 0: its row and column of the system replaced by the identity's
+        Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
+        Ainv = np.where(both, Ainv, 0.0)
         theta = np.einsum("rij,rj->ri", Ainv, self._moment)
+        k = free.sum(axis=1)
         rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
                + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -275,6 +280,12 @@ class SpreadThompson(Selector):
             phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
                            self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
         return theta, phi[:, None, None] * Ainv
+
+    def free_parameters(self) -> np.ndarray:
+        """Which of the noise's parameters :meth:`fit` estimates, shape (R, k) bool; the
+        others are held at 0 and drawn at 0 (here every one is fitted: a hook for a variant
+        of the model, e.g. :math:`\\kappa^2` held at 0 for clients that take one step)."""
+        return np.ones(self._moment.shape, dtype=bool)
 
     def normal_matrix(self) -> np.ndarray:
         """The fit's weighted normal matrix A, ridged (the posterior's precision up to the
@@ -348,7 +359,7 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
-        return self.noise_of(self._draw(theta, cov, z))
+        return self.noise_of(np.where(self.free_parameters(), self._draw(theta, cov, z), 0.0))
 
     @staticmethod
     def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
