@@ -272,6 +272,7 @@ class OneStepNoKappa(OneStepFlat):
             free[one_step(self), 2] = False
         return free
 
+
 class OneStepNoKappaNoOne(OneStepNoKappa):
     """``one-step-kappa0-no-one``: ``one-step-kappa0``, and where the clients take one step
     never a round of one client after the warm-up (as ``one-step-no-one``)."""
