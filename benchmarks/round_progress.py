@@ -6,6 +6,9 @@ replacement, each spending its share, as the setting's ClientApp does) and repor
 
 * x = ‖E ū‖, the length of the round mean's expectation (its signal's square root),
 * v = E‖ū − E ū‖², the noise of the round mean, and m = E‖ū‖² = x² + v,
+* g·E ū, the first-order decrease along the round mean's expectation (∇F(w) · E ū, by a
+  central difference of the training loss along E ū): at equal x an expected update that points
+  away from −∇F (weights that favour some clients: a bias) decreases the loss less,
 * the true one-round decrease F(w) − F(w − ū) of the training loss (mean ± SE over the rounds).
 
 It measures what a rule that picks n for the next round's decrease aims at, against the best
@@ -73,8 +76,8 @@ def main() -> None:
     rng = np.random.default_rng([args.seed, 5])
     print(f"{args.setting}, seed {args.seed}: the model of fedavg-{args.n0} after {args.rounds} "
           f"rounds, training loss F = {f0:.4f}; {args.reps} rounds of each n")  # fmt: skip
-    print("| n | x = ‖E ū‖ | v (noise) | m = E‖ū‖² | F(w) − F(w − ū) |")
-    print("|---|---|---|---|---|")
+    print("| n | x = ‖E ū‖ | v (noise) | m = E‖ū‖² | g·E ū | F(w) − F(w − ū) |")
+    print("|---|---|---|---|---|---|")
     for n in args.ns:
         means, drops = [], []
         for r in range(args.reps):
@@ -96,7 +99,12 @@ def main() -> None:
         m = float((means**2).sum(axis=1).mean())
         x = float(np.sqrt(max(m - v, 0.0)))
         se = float(np.std(drops, ddof=1) / np.sqrt(len(drops)))
-        print(f"| {n} | {x:.4f} | {v:.4f} | {m:.4f} | {np.mean(drops):+.4f} ± {se:.4f} |")
+        eps = 1e-3  # a central difference along E ū, a thousandth of the step
+        along = (fed.evaluate(unflat(w0 - eps * centre))[0]
+                 - fed.evaluate(unflat(w0 + eps * centre))[0])  # fmt: skip
+        first = float(-along / (2.0 * eps))  # ∇F · E ū
+        print(f"| {n} | {x:.4f} | {v:.4f} | {m:.4f} | {first:+.4f} | "
+              f"{np.mean(drops):+.4f} ± {se:.4f} |")  # fmt: skip
 
 
 if __name__ == "__main__":
