@@ -170,41 +170,51 @@ class EndInModel(ProgressThompson):
         return last if best_k == 0 else None
 
 
-class FlatWhereStepsEqual(ProgressThompson):
-    """``flat-steps``: where the clients report their local steps and every arm takes the
-    same (the steps prior is flat), the signal curve is flat: a round's expected update is then
-    the mean gradient over the round's samples, the same for every n, and a fitted slope is
-    chance."""
-
-    def _flat_rows(self) -> np.ndarray:
-        told = self._steps_weight.sum(axis=1) > 0
-        prior = self.steps_prior()
-        differ = np.any(np.abs(prior[:, 1:]) > 1e-9, axis=1) | self._steps_regime
-        return told & ~differ
-
-    def _fit_signal(self) -> None:
-        super()._fit_signal()
-        flat = self._flat_rows()
-        if not flat.any() or self._curve.shape[1] == 1:
-            return
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = self._arm_s.sum(axis=1) / self._arm_q.sum(axis=1)
-        ok = flat & np.isfinite(c) & (c > 0)
-        self._beta[ok, 0] = np.log(c[ok])
-        self._beta[ok, 1:] = 0.0
-        self._curve = self._curve.copy()
-        self._curve[ok, 0] = self._beta[ok, 0]
-        self._curve[ok, 1:] = 0.0
+def told_steps(rule: ProgressThompson) -> np.ndarray:
+    """Whether the rule's clients have reported their local steps, shape (R,)."""
+    return ~np.all(np.isnan(rule.arm_steps()), axis=1)
 
 
 def one_step(rule: ProgressThompson) -> np.ndarray:
     """Whether the rule's clients report exactly one local step at every arm told, shape (R,)
-    (False in rows told no steps)."""
-    q = rule._steps_weight
-    told = q > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_log = np.where(told, rule._steps_log / q, 0.0)
-    return told.any(axis=1) & np.all(np.abs(mean_log) <= 1e-9, axis=1)
+    (False in rows told no steps): their steps as the curve reads them
+    (:meth:`~eegrad.ProgressThompson.arm_steps`, never below one) are then 1 at every arm."""
+    with np.errstate(invalid="ignore"):
+        return told_steps(rule) & np.all(np.abs(np.log(rule.arm_steps())) <= 1e-9, axis=1)
+
+
+class FlatCurve(ProgressThompson):
+    """A candidate whose signal curve is flat, by a model, in the rows :meth:`flat_rows`
+    names: its slope 0 (the shape's fit too, so that later fits start from it) and its level
+    refitted on the flat shape."""
+
+    def flat_rows(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _fit_signal(self) -> None:
+        super()._fit_signal()
+        rows = self.flat_rows()
+        if not rows.any() or self._shape_beta.shape[1] == 1:
+            return
+        self._shape_beta[rows, 1:] = 0.0
+        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
+        ok = rows & np.isfinite(c) & (c > 0)
+        self._beta[ok, 0] = np.log(c[ok])
+        self._beta[ok, 1:] = 0.0
+        self._fitted |= ok
+        self._curve = self._shrunk_curve()
+
+
+class FlatWhereStepsEqual(FlatCurve):
+    """``flat-steps``: where the clients report their local steps and every arm takes the
+    same (:meth:`~eegrad.ProgressThompson.steps_differ` False), the signal curve is flat: a
+    round's expected update is then the mean gradient over the round's samples, the same for
+    every n, and a fitted slope is chance."""
+
+    def flat_rows(self) -> np.ndarray:
+        return told_steps(self) & ~self.steps_differ()
 
 
 def without_one(rule: ProgressThompson, d: np.ndarray) -> np.ndarray:
@@ -218,25 +228,13 @@ def without_one(rule: ProgressThompson, d: np.ndarray) -> np.ndarray:
     return d
 
 
-class OneStepFlat(ProgressThompson):
+class OneStepFlat(FlatCurve):
     """``one-step``: where the clients report one local step at every arm (FedSGD, one
     full-batch epoch), the signal's curve flat by the paper's model (its slope 0, its level
     fitted): a round's expected update is then the same at every n."""
 
-    def _fit_signal(self) -> None:
-        super()._fit_signal()
-        rows = one_step(self)
-        if not rows.any() or self._shape_beta.shape[1] == 1:
-            return
-        self._shape_beta[rows, 1:] = 0.0
-        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
-        ok = rows & np.isfinite(c) & (c > 0)
-        self._beta[ok, 0] = np.log(c[ok])
-        self._beta[ok, 1:] = 0.0
-        self._fitted |= ok
-        self._curve = self._shrunk_curve()
+    def flat_rows(self) -> np.ndarray:
+        return one_step(self)
 
 
 class OneStepNoOne(OneStepFlat):
@@ -268,7 +266,7 @@ class OneStepNoKappa(OneStepFlat):
 
     def free_parameters(self) -> np.ndarray:
         free = super().free_parameters()
-        if free.shape[1] > 2 and hasattr(self, "_steps_weight"):
+        if free.shape[1] > 2 and hasattr(self, "_steps_clients"):  # (none while init runs)
             free[one_step(self), 2] = False
         return free
 
@@ -288,9 +286,7 @@ class FittedWhereStepsEqual(OneStepFlat):
 
     def _shrunk_curve(self) -> np.ndarray:
         curve = super()._shrunk_curve()
-        told = self._steps_weight.sum(axis=1) > 0
-        differ = np.any(np.abs(self.steps_prior()[:, 1:]) > 1e-9, axis=1) | self._steps_regime
-        rows = told & ~differ & ~one_step(self)
+        rows = told_steps(self) & ~self.steps_differ() & ~one_step(self)
         if rows.any():
             curve = curve.copy()
             curve[rows] = self._beta[rows]

@@ -391,6 +391,33 @@ def test_flower_example_quick(tmp_path, monkeypatch):
     assert (tmp_path / "flower.png").stat().st_size > 0
 
 
+def test_flower_example_runs_a_rule_of_ones_own_on_the_defaults_streams():
+    # run(..., selector=...) builds the default method's rule from (K, the arms' spends): the
+    # default's own rule built so gives the default's rows to the last digit (the same
+    # streams), and another rule other rows.
+    from eegrad import FixedArm
+    from eegrad.examples import flower
+    from eegrad.examples.flower_setting import K_CLIENTS, share
+    from eegrad.flower.strategy import default_rule
+
+    seen = []
+
+    def own_default(population, spend):
+        seen.append((population, spend))
+        return default_rule(population, spend)
+
+    kw = {"dataset": "digits", "split": "dirichlet-0.3", "rounds": 6}
+    plain = flower.run(["default"], [0], **kw)
+    built = flower.run(["default"], [0], **kw, selector=own_default)
+    fixed = flower.run(["default"], [0], **kw, selector=lambda population, spend: FixedArm(3))
+    assert len(seen) == 1
+    population, spend = seen[0]
+    assert population == K_CLIENTS
+    np.testing.assert_array_equal(spend, share(np.arange(1, spend.size + 1)))
+    assert built == plain
+    assert [r["objective_gap"] for r in fixed] != [r["objective_gap"] for r in plain]
+
+
 def _told_updates(monkeypatch):
     """Capture, per round, the updates u_i = w − w_i and weights the server folds."""
     told = []

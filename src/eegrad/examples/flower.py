@@ -36,6 +36,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,14 @@ def _pilot_scale(prob: Problem, w: np.ndarray, N: int, rng: np.random.Generator)
 
 
 def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, grid: Any,
-            discount: float | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """One federation of ``rounds`` server rounds; returns its rows (one per round)."""
+            discount: float | None = None,
+            selector: Callable[[int, np.ndarray], Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One federation of ``rounds`` server rounds; returns its rows (one per round).
+
+    ``selector``: for ``method="default"``, a rule of one's own in place of the strategy's
+    default, built as ``selector(K, spend)`` from the clients K and the arms' per-client spends
+    (shape (N,)), on the default's random streams (as :func:`~eegrad.flower.default_rule`
+    builds the default)."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
@@ -127,7 +134,8 @@ def run_one(method: str, seed: int, *, dataset: str, split: str, rounds: int, gr
                           min_available_nodes=K_CLIENTS, fraction_evaluate=0.0)  # fmt: skip
         config["budget-share"] = float(share(n))
     elif method == "default":
-        strategy = EEGradStrategy(**common)
+        rule = None if selector is None else selector(K_CLIENTS, share(np.arange(1, N + 1)))
+        strategy = EEGradStrategy(**common, selector=rule)
     elif method.startswith("default-"):  # the default rule with another discount
         rule = default_rule(K_CLIENTS, share(np.arange(1, N + 1)), discount=discount)
         strategy = EEGradStrategy(**common, selector=rule)
@@ -151,7 +159,8 @@ def _grid(runtime_grid: Any) -> Any:
 
 
 def _job(method: str, seed: int, discount: float | None, *, dataset: str, split: str,
-         rounds: int, grid: Any, progress: bool) -> list[dict[str, Any]]:  # fmt: skip
+         rounds: int, grid: Any, progress: bool,
+         selector: Callable[[int, np.ndarray], Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One federation on ``grid`` (a fresh :class:`~eegrad.flower.LocalGrid` when None)."""
     import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
 
@@ -160,7 +169,7 @@ def _job(method: str, seed: int, discount: float | None, *, dataset: str, split:
     t0 = time.perf_counter()
     try:
         rows = run_one(method, seed, dataset=dataset, split=split, rounds=rounds,
-                       grid=_grid(grid), discount=discount)  # fmt: skip
+                       grid=_grid(grid), discount=discount, selector=selector)  # fmt: skip
     finally:
         logging.getLogger("flwr").setLevel(level)
     for r in rows:
@@ -173,8 +182,10 @@ def _job(method: str, seed: int, discount: float | None, *, dataset: str, split:
 
 def run(methods: list[str], seeds: list[int], *, dataset: str, split: str, rounds: int,
         runtime: str = "local", out: Path | None = None, progress: bool = False,
-        discounts: list[float] | None = None, jobs: int = 1) -> list[dict[str, Any]]:  # fmt: skip
-    """Every method and seed; rows of :data:`COLUMNS` (plus ``split``).
+        discounts: list[float] | None = None, jobs: int = 1,
+        selector: Callable[[int, np.ndarray], Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every method and seed; rows of :data:`COLUMNS` (plus ``split``); ``selector``: the
+    rule of the ``default`` method (:func:`run_one`).
 
     Each federation is seeded by its own (seed, method), so the rows are the same whatever
     ``jobs``: with ``runtime="local"`` and ``jobs > 1`` (or -1, every core) the federations run
@@ -182,7 +193,8 @@ def run(methods: list[str], seeds: list[int], *, dataset: str, split: str, round
     """
     todo = [(m, s, None) for s in seeds for m in methods]
     todo += [(f"default-{d:g}", s, d) for s in seeds for d in (discounts or [])]
-    kw = {"dataset": dataset, "split": split, "rounds": rounds, "progress": progress}
+    kw = {"dataset": dataset, "split": split, "rounds": rounds, "progress": progress,
+          "selector": selector}
     if runtime == "local" and jobs != 1:
         import joblib
 

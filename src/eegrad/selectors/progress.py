@@ -774,8 +774,13 @@ class ProgressThompson(SpreadThompson):
         R = self._shape[0]
         if not self.uses_rounds_left or self._rounds_left is None:
             return np.ones((R, 1))
-        differ = np.any(np.abs(self.steps_prior()[:, 1:]) > _PRIOR_FLAT, axis=1)
-        return np.where(differ, 1.0 / np.sqrt(self._rounds_left), 1.0)[:, None]
+        return np.where(self.steps_differ(), 1.0 / np.sqrt(self._rounds_left), 1.0)[:, None]
+
+    def steps_differ(self) -> np.ndarray:
+        """Whether the clients' reported local steps differ between the arms, shape (R,): a
+        non-zero :meth:`steps_prior` (False where none are told, or every arm takes the same
+        steps: FedSGD, a fixed number of full-batch epochs)."""
+        return np.any(np.abs(self.steps_prior()[:, 1:]) > _PRIOR_FLAT, axis=1)
 
     def predicted_progress(self) -> np.ndarray:
         """The fitted expected decrease of every arm (up to a positive factor), shape (R, N):

@@ -264,13 +264,14 @@ class SpreadThompson(Selector):
         holds one), shape (R, k), and its approximate posterior covariance, shape (R, k, k)."""
         A = self.normal_matrix()
         free = self.free_parameters()
-        both = free[:, :, None] & free[:, None, :]
-        eye = np.eye(A.shape[-1], dtype=bool)[None]
-        # a parameter held at 0: its row and column of the system replaced by the identity's
-        Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
-        Ainv = np.where(both, Ainv, 0.0)
+        if free.all():
+            Ainv, k = np.linalg.inv(A), A.shape[-1]
+        else:  # a parameter held at 0: its row and column of the system the identity's
+            both = free[:, :, None] & free[:, None, :]
+            eye = np.eye(A.shape[-1], dtype=bool)[None]
+            Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
+            Ainv, k = np.where(both, Ainv, 0.0), free.sum(axis=1)
         theta = np.einsum("rij,rj->ri", Ainv, self._moment)
-        k = free.sum(axis=1)
         rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
                + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -359,7 +360,9 @@ class SpreadThompson(Selector):
         else:
             z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
                                        np.empty((R, k)))  # fmt: skip
-        return self.noise_of(np.where(self.free_parameters(), self._draw(theta, cov, z), 0.0))
+        draw = self._draw(theta, cov, z)
+        free = self.free_parameters()
+        return self.noise_of(draw if free.all() else np.where(free, draw, 0.0))
 
     @staticmethod
     def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
