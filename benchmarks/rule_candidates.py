@@ -53,13 +53,30 @@ class MeanNoise(ProgressThompson):
         return self.predicted()
 
 
+def without_one(d: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The objective ``d``, shape (R, N), with n = 1 ruled out in ``rows``, shape (R,)."""
+    if not rows.any() or d.shape[1] == 1:
+        return d
+    d = d.copy()
+    d[rows, 0] = -np.inf
+    return d
+
+
+def fitted_for_one(rule: ProgressThompson, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Drawn noises ``v``, shape (R, N), with n = 1's the fitted one in ``rows``."""
+    if not rows.any():
+        return v
+    v = v.copy()
+    v[rows, 0] = rule.predicted()[rows, 0]
+    return v
+
+
 class NoOne(ProgressThompson):
     """``no-one``: after the warm-up, never a round of one client."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        d = super()._objective(noise).copy()
-        d[:, 0] = -np.inf
-        return d
+        d = super()._objective(noise)
+        return without_one(d, np.ones(d.shape[0], dtype=bool))
 
 
 class MeanForOne(ProgressThompson):
@@ -67,9 +84,8 @@ class MeanForOne(ProgressThompson):
     noise; every other n on the draw."""
 
     def _sampled_noise(self) -> np.ndarray:
-        v = super()._sampled_noise().copy()
-        v[:, 0] = self.predicted()[:, 0]
-        return v
+        v = super()._sampled_noise()
+        return fitted_for_one(self, v, np.ones(v.shape[0], dtype=bool))
 
 
 class Wide(ProgressThompson):
@@ -217,16 +233,6 @@ class FlatWhereStepsEqual(FlatCurve):
         return told_steps(self) & ~self.steps_differ()
 
 
-def without_one(rule: ProgressThompson, d: np.ndarray) -> np.ndarray:
-    """The objective ``d``, shape (R, N), with n = 1 ruled out in the rows where the rule's
-    clients take one step (:func:`one_step`)."""
-    rows = one_step(rule)
-    if not rows.any() or d.shape[1] == 1:
-        return d
-    d = d.copy()
-    d[rows, 0] = -np.inf
-    return d
-
 
 class OneStepFlat(FlatCurve):
     """``one-step``: where the clients report one local step at every arm (FedSGD, one
@@ -243,7 +249,7 @@ class OneStepNoOne(OneStepFlat):
     fit, which its round cannot correct."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(self, super()._objective(noise))
+        return without_one(super()._objective(noise), one_step(self))
 
 
 class OneStepMeanForOne(OneStepFlat):
@@ -251,12 +257,7 @@ class OneStepMeanForOne(OneStepFlat):
     the fitted noise, every other n on the draw."""
 
     def _sampled_noise(self) -> np.ndarray:
-        v = super()._sampled_noise()
-        rows = one_step(self)
-        if rows.any():
-            v = v.copy()
-            v[rows, 0] = self.predicted()[rows, 0]
-        return v
+        return fitted_for_one(self, super()._sampled_noise(), one_step(self))
 
 
 class OneStepNoKappa(OneStepFlat):
@@ -276,7 +277,7 @@ class OneStepNoKappaNoOne(OneStepNoKappa):
     never a round of one client after the warm-up (as ``one-step-no-one``)."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(self, super()._objective(noise))
+        return without_one(super()._objective(noise), one_step(self))
 
 
 class FittedWhereStepsEqual(OneStepFlat):
