@@ -9,6 +9,10 @@ replacement, each spending its share, as the setting's ClientApp does) and repor
 * g·E ū, the first-order decrease along the round mean's expectation (∇F(w) · E ū, by a
   central difference of the training loss along E ū): at equal x an expected update that points
   away from −∇F (weights that favour some clients: a bias) decreases the loss less,
+* the same along the expectation of the round mean weighted by the clients' data sizes (the
+  weights of the training loss F) instead of the samples their shares bought (FedAvg's
+  ``num-examples``): where it stays level across n while g·E ū falls, the fall is the weights',
+* the share of the round's clients whose share bought all their data (capped),
 * the true one-round decrease F(w) − F(w − ū) of the training loss (mean ± SE over the rounds).
 
 It measures what a rule that picks n for the next round's decrease aims at, against the best
@@ -39,7 +43,7 @@ def main() -> None:
     import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
     from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 
-    from eegrad.examples.scorecard_settings import SETTINGS, federation
+    from eegrad.examples.scorecard_settings import SETTINGS, _digits, federation
     from eegrad.flower import LocalGrid
 
     logging.getLogger("flwr").setLevel(logging.ERROR)
@@ -74,17 +78,26 @@ def main() -> None:
                                                               "num-partitions": fed.K},
                         state=RecordDict(), run_config={}) for i in range(fed.K)]  # fmt: skip
     rng = np.random.default_rng([args.seed, 5])
+    sizes = np.array([c.size for c in _digits(args.seed, fed.K)["clients"]], dtype=np.float64)
     print(f"{args.setting}, seed {args.seed}: the model of fedavg-{args.n0} after {args.rounds} "
           f"rounds, training loss F = {f0:.4f}; {args.reps} rounds of each n")  # fmt: skip
-    print("| n | x = ‖E ū‖ | v (noise) | m = E‖ū‖² | g·E ū | F(w) − F(w − ū) |")
-    print("|---|---|---|---|---|---|")
+    print("| n | x = ‖E ū‖ | v (noise) | m = E‖ū‖² | g·E ū | g·E ū, data weights | capped "
+          "| F(w) − F(w − ū) |")
+    print("|---|---|---|---|---|---|---|---|")
+
+    def first_order(direction: np.ndarray) -> float:
+        eps = 1e-3  # a central difference along the direction, a thousandth of the step
+        along = (fed.evaluate(unflat(w0 - eps * direction))[0]
+                 - fed.evaluate(unflat(w0 + eps * direction))[0])  # fmt: skip
+        return float(-along / (2.0 * eps))  # ∇F · direction
+
     for n in args.ns:
-        means, drops = [], []
+        means, drops, data_means, capped = [], [], [], []
         for r in range(args.reps):
             config = ConfigRecord({"method-id": 99, "server-round": 100_000 + r,
                                    "budget-share": fed.share(n)})  # fmt: skip
-            parts, weights = [], []
-            for p in rng.choice(fed.K, n, replace=False):
+            parts, weights, chosen = [], [], rng.choice(fed.K, n, replace=False)
+            for p in chosen:
                 msg = Message(RecordDict({"arrays": model, "config": config}), int(p) + 1,
                               MessageType.TRAIN)  # fmt: skip
                 reply = app(msg, contexts[p])
@@ -92,6 +105,8 @@ def main() -> None:
                 weights.append(float(reply.content["metrics"]["num-examples"]))
             u = np.average(parts, axis=0, weights=weights)
             means.append(u)
+            data_means.append(np.average(parts, axis=0, weights=sizes[chosen]))
+            capped.append(np.mean(np.asarray(weights) >= sizes[chosen]))
             drops.append(f0 - fed.evaluate(unflat(w0 - u))[0])
         means = np.array(means)
         centre = means.mean(axis=0)
@@ -99,12 +114,10 @@ def main() -> None:
         m = float((means**2).sum(axis=1).mean())
         x = float(np.sqrt(max(m - v, 0.0)))
         se = float(np.std(drops, ddof=1) / np.sqrt(len(drops)))
-        eps = 1e-3  # a central difference along E ū, a thousandth of the step
-        along = (fed.evaluate(unflat(w0 - eps * centre))[0]
-                 - fed.evaluate(unflat(w0 + eps * centre))[0])  # fmt: skip
-        first = float(-along / (2.0 * eps))  # ∇F · E ū
-        print(f"| {n} | {x:.4f} | {v:.4f} | {m:.4f} | {first:+.4f} | "
-              f"{np.mean(drops):+.4f} ± {se:.4f} |")  # fmt: skip
+        first = first_order(centre)
+        first_data = first_order(np.mean(data_means, axis=0))
+        print(f"| {n} | {x:.4f} | {v:.4f} | {m:.4f} | {first:+.4f} | {first_data:+.4f} | "
+              f"{np.mean(capped):.2f} | {np.mean(drops):+.4f} ± {se:.4f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

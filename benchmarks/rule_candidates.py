@@ -260,6 +260,18 @@ class OneStepMeanForOne(OneStepFlat):
         return fitted_for_one(self, super()._sampled_noise(), one_step(self))
 
 
+class NoKappaOneStep(ProgressThompson):
+    """``kappa0``: where the clients report one local step at every arm (FedSGD, one
+    full-batch epoch), the noise's second-order parameter κ² held at 0 and (S², τ²) fitted
+    alone, as the noise model has it for one step; the signal curve as the default's."""
+
+    def free_parameters(self) -> np.ndarray:
+        free = super().free_parameters()
+        if free.shape[1] > 2 and hasattr(self, "_steps_clients"):  # (none while init runs)
+            free[one_step(self), 2] = False
+        return free
+
+
 class OneStepNoKappa(OneStepFlat):
     """``one-step-kappa0``: ``one-step``, and where the clients take one step the noise's
     second-order parameter κ² held at 0 (the noise of several steps on the same samples) and
@@ -315,6 +327,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "one-step-no-one": OneStepNoOne,
     "one-step-mean-for-one": OneStepMeanForOne,
     "one-step-kappa0": OneStepNoKappa,
+    "kappa0": NoKappaOneStep,
     "one-step-kappa0-no-one": OneStepNoKappaNoOne,
     "fitted-steps": FittedWhereStepsEqual,
 }
