@@ -1,0 +1,93 @@
+"""The scorecard with each client weighted by its data size instead of the samples it used.
+
+The scorecard's clients (``budgeted_train``, ``budgeted_torch_train``) report as their weight,
+``num-examples``, the samples their share bought. Where a share buys less than a client holds,
+FedAvg's round mean then weights the clients by what their devices afford, not by their data, as
+the training loss does: ``benchmarks/round_progress.py`` measures the round mean's first-order
+decrease g·E ū falling with n under those weights and level under the data sizes. This script
+runs FedAvg at every fixed n of a card's settings with every reply's ``num-examples`` replaced
+by the client's data size, in a store of their own, so that each fixed n's loss can be set
+beside the card's own::
+
+    python benchmarks/data_weights.py --seeds 10 --out DIR --settings fedsgd overheads cnn-e1
+
+and prints every fixed n's mean final loss. The default is not run: its noise model reads the
+weights as the samples used (τ²/ω), which this replacement falsifies.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def data_weighted(fed: Any, seed: int) -> Any:
+    """``fed`` whose ClientApp replies carry each client's data size as ``num-examples``."""
+    from flwr.clientapp import ClientApp
+
+    from eegrad.examples.scorecard_settings import _digits
+
+    sizes = [int(c.size) for c in _digits(seed, fed.K)["clients"]]
+    inner_app = fed.client_app
+
+    def client_app() -> Any:
+        inner = inner_app()
+        app = ClientApp()
+
+        @app.train()
+        def train(msg: Any, context: Any) -> Any:
+            reply = inner(msg, context)
+            pid = int(context.node_config["partition-id"])
+            reply.content["metrics"]["num-examples"] = sizes[pid]
+            return reply
+
+        return app
+
+    fed.client_app = client_app
+    return fed
+
+
+def job(*task: Any) -> tuple[list[dict], list[dict]]:
+    """One federation of the card (a task of ``scorecard.plan``), its clients data-weighted."""
+    from eegrad.examples import scorecard
+
+    if not getattr(scorecard, "_data_weighted", False):  # once per worker process
+        plain = scorecard.federation
+        scorecard.federation = lambda name, seed, rounds, quick=False: data_weighted(
+            plain(name, seed, rounds, quick), seed)  # fmt: skip
+        scorecard._data_weighted = True
+    return scorecard._job(*task)
+
+
+def main() -> None:
+    import joblib
+
+    from eegrad.examples import scorecard
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--settings", nargs="+", required=True)
+    args = p.parse_args()
+    todo = [t for t in scorecard.plan(args.settings, list(range(args.seeds)))
+            if t[1].startswith("fedavg-")]  # the fixed n alone (the default's rows mean nothing)
+    parts = joblib.Parallel(n_jobs=args.jobs, backend="loky")(
+        joblib.delayed(job)(*t, args.out / "runs", False) for t in todo)
+    rows = [r for part, _ in parts for r in part]
+    for setting in args.settings:
+        finals = scorecard.final_losses([r for r in rows if r["setting"] == setting])
+        means = {m: float(np.mean(list(v.values()))) for m, v in finals.items()}
+        fixed = {m: v for m, v in means.items() if m.startswith("fedavg-")}
+        best = min(fixed, key=fixed.get)
+        print(f"{setting} ({args.seeds} seeds, data-size weights): best {best} "
+              f"{fixed[best]:.4f}, median fixed n {np.median(list(fixed.values())):.4f}")
+        print("  " + ", ".join(f"{m.removeprefix('fedavg-')}: {v:.4f}"
+                               for m, v in sorted(fixed.items(), key=lambda kv: int(kv[0][7:]))))
+
+
+if __name__ == "__main__":
+    main()
