@@ -260,6 +260,16 @@ class OneStepMeanForOne(OneStepFlat):
         return fitted_for_one(self, super()._sampled_noise(), one_step(self))
 
 
+class NoOneWhereStepsEqual(ProgressThompson):
+    """``no-one-equal-steps``: where the clients report their local steps and every arm takes
+    the same (:meth:`~eegrad.ProgressThompson.steps_differ` False), never a round of one
+    client after the warm-up: there the arms' signals are the same by the model, and n = 1 can
+    only win on its noise, which no round of its own measures, or on the curve's chance slope."""
+
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        return without_one(super()._objective(noise), told_steps(self) & ~self.steps_differ())
+
+
 class NoKappaOneStep(ProgressThompson):
     """``kappa0``: where the clients report one local step at every arm (FedSGD, one
     full-batch epoch), the noise's second-order parameter κ² held at 0 and (S², τ²) fitted
@@ -328,6 +338,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "one-step-mean-for-one": OneStepMeanForOne,
     "one-step-kappa0": OneStepNoKappa,
     "kappa0": NoKappaOneStep,
+    "no-one-equal-steps": NoOneWhereStepsEqual,
     "one-step-kappa0-no-one": OneStepNoKappaNoOne,
     "fitted-steps": FittedWhereStepsEqual,
 }
