@@ -24,13 +24,11 @@ from typing import Any
 import numpy as np
 
 
-def data_weighted(fed: Any, seed: int) -> Any:
+def data_weighted(fed: Any) -> Any:
     """``fed`` whose ClientApp replies carry each client's data size as ``num-examples``."""
     from flwr.clientapp import ClientApp
 
-    from eegrad.examples.scorecard_settings import _digits
-
-    sizes = [int(c.size) for c in _digits(seed, fed.K)["clients"]]
+    sizes = fed.data_sizes
     inner_app = fed.client_app
 
     def client_app() -> Any:
@@ -57,7 +55,7 @@ def job(*task: Any) -> tuple[list[dict], list[dict]]:
     if not getattr(scorecard, "_data_weighted", False):  # once per worker process
         plain = scorecard.federation
         scorecard.federation = lambda name, seed, rounds, quick=False: data_weighted(
-            plain(name, seed, rounds, quick), seed)  # fmt: skip
+            plain(name, seed, rounds, quick))  # fmt: skip
         scorecard._data_weighted = True
     return scorecard._job(*task)
 

@@ -43,7 +43,7 @@ def main() -> None:
     import flwr.app  # noqa: F401 - Flower sets its logger's level when first imported
     from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 
-    from eegrad.examples.scorecard_settings import SETTINGS, _digits, federation
+    from eegrad.examples.scorecard_settings import SETTINGS, federation
     from eegrad.flower import LocalGrid
 
     logging.getLogger("flwr").setLevel(logging.ERROR)
@@ -78,7 +78,7 @@ def main() -> None:
                                                               "num-partitions": fed.K},
                         state=RecordDict(), run_config={}) for i in range(fed.K)]  # fmt: skip
     rng = np.random.default_rng([args.seed, 5])
-    sizes = np.array([c.size for c in _digits(args.seed, fed.K)["clients"]], dtype=np.float64)
+    sizes = np.asarray(fed.data_sizes, dtype=np.float64)  # by partition id
     print(f"{args.setting}, seed {args.seed}: the model of fedavg-{args.n0} after {args.rounds} "
           f"rounds, training loss F = {f0:.4f}; {args.reps} rounds of each n")  # fmt: skip
     print("| n | x = ‖E ū‖ | v (noise) | m = E‖ū‖² | g·E ū | g·E ū, data weights | capped "

@@ -270,10 +270,10 @@ class NoOneWhereStepsEqual(ProgressThompson):
         return without_one(super()._objective(noise), told_steps(self) & ~self.steps_differ())
 
 
-class NoKappaOneStep(ProgressThompson):
-    """``kappa0``: where the clients report one local step at every arm (FedSGD, one
-    full-batch epoch), the noise's second-order parameter κ² held at 0 and (S², τ²) fitted
-    alone, as the noise model has it for one step; the signal curve as the default's."""
+class KappaHeldWhereOneStep(ProgressThompson):
+    """Where the clients report one local step at every arm (FedSGD, one full-batch epoch),
+    the noise's second-order parameter κ² (the noise of several steps on the same samples) held
+    at 0 and (S², τ²) fitted alone, as the noise model has it for one step."""
 
     def free_parameters(self) -> np.ndarray:
         free = super().free_parameters()
@@ -282,16 +282,13 @@ class NoKappaOneStep(ProgressThompson):
         return free
 
 
-class OneStepNoKappa(OneStepFlat):
-    """``one-step-kappa0``: ``one-step``, and where the clients take one step the noise's
-    second-order parameter κ² held at 0 (the noise of several steps on the same samples) and
-    (S², τ²) fitted alone."""
+class NoKappaOneStep(KappaHeldWhereOneStep):
+    """``kappa0``: κ² held at 0 where the clients take one step; the signal curve as the
+    default's."""
 
-    def free_parameters(self) -> np.ndarray:
-        free = super().free_parameters()
-        if free.shape[1] > 2 and hasattr(self, "_steps_clients"):  # (none while init runs)
-            free[one_step(self), 2] = False
-        return free
+
+class OneStepNoKappa(KappaHeldWhereOneStep, OneStepFlat):
+    """``one-step-kappa0``: ``one-step``, and κ² held at 0 where the clients take one step."""
 
 
 class OneStepNoKappaNoOne(OneStepNoKappa):

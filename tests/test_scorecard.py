@@ -162,6 +162,11 @@ def test_every_setting_builds_a_federation_with_an_inner_best_range():
             pytest.importorskip("torch")
         fed = federation(name, 0, setting.quick_rounds)
         assert fed.N >= 5, name
+        # every client's data, by partition id: K clients that hold the training set between
+        # them (digits less the fifth held out; a client the split leaves empty is given 5)
+        assert len(fed.data_sizes) == fed.K, name
+        assert min(fed.data_sizes) >= 1, name
+        assert 1797 - 1797 // 5 <= sum(fed.data_sizes) <= 1797 - 1797 // 5 + 5 * fed.K, name
     assert federation("overheads", 0, 20).N < 50
 
 

@@ -168,6 +168,11 @@ def _digits(seed: int, K: int) -> dict[str, Any]:
             "clients": clients}  # fmt: skip
 
 
+def _sizes(clients: Any) -> tuple[int, ...]:
+    """The clients' numbers of training samples (index arrays or tensors)."""
+    return tuple(len(c) for c in clients)
+
+
 # -- one seed's federation -----------------------------------------------------------------------------
 @dataclass
 class Federation:
@@ -176,7 +181,8 @@ class Federation:
     ``client_app()`` builds the ClientApp every node runs; ``initial()`` the model's
     ``ArrayRecord``; ``evaluate(arrays)`` gives (training loss on the pooled training data,
     test accuracy); ``fixed(n, method_id)`` Flower's strategy at a fixed n and its train
-    config; ``default(rng)`` the :class:`~eegrad.flower.EEGradStrategy` as shipped.
+    config; ``default(rng)`` the :class:`~eegrad.flower.EEGradStrategy` as shipped;
+    ``data_sizes`` each client's number of training samples, by partition id.
     """
 
     K: int
@@ -190,6 +196,7 @@ class Federation:
     #: The total-budget mode: the run's budget and how a client's cost is read.
     total_budget: float | None = None
     total: dict[str, Any] = field(default_factory=dict)
+    data_sizes: tuple[int, ...] = ()
 
     def share(self, n: int) -> float:
         """Each client's share (B − D(n))/n."""
@@ -298,7 +305,7 @@ def _softmax(seed: int, *, K: int = 20, overhead: tuple[float, float] = (1.0, 3.
         return float(loss), softmax_accuracy(w, data["X_test"], data["y_test"])
 
     return Federation(K, N, c_min, agg, client_app, lambda: ArrayRecord({"w": Array(np.zeros(dim))}),
-                      evaluate, private=dp)  # fmt: skip
+                      evaluate, private=dp, data_sizes=_sizes(clients))  # fmt: skip
 
 
 def _network(net: str) -> Any:
@@ -374,7 +381,7 @@ def _torch(seed: int, *, net: str, epochs: int, lr: float, batch_size: int | Non
         return ArrayRecord(_network(net).state_dict())
 
     return Federation(K, N, c_min, agg, client_app, initial,
-                      _torch_evaluate(net, X, y, X_test, y_test))
+                      _torch_evaluate(net, X, y, X_test, y_test), data_sizes=_sizes(clients))
 
 
 PER_SAMPLE = 0.01  # the total-budget settings: a client's cost per sample it trained on
@@ -430,7 +437,8 @@ def _softmax_total(seed: int, *, D0: float, K: int = 20, epochs: int = 2, lr: fl
              {"cost_metric": "num-examples", "cost_scale": PER_SAMPLE})  # fmt: skip
     return Federation(K, K, 0.0, LinearAggregation(b=0.05, fixed=D0), client_app,
                       lambda: ArrayRecord({"w": Array(np.zeros(dim))}), evaluate,
-                      total_budget=total_budget, total=total)  # fmt: skip
+                      total_budget=total_budget, total=total,
+                      data_sizes=_sizes(data["clients"]))  # fmt: skip
 
 
 def _torch_total(seed: int, *, D0: float, K: int = 20, lr: float = 0.05,
@@ -481,7 +489,8 @@ def _torch_total(seed: int, *, D0: float, K: int = 20, lr: float = 0.05,
 
     return Federation(K, K, 0.0, LinearAggregation(b=0.05, fixed=D0), client_app, initial,
                       _torch_evaluate("cnn", X, y, X_test, y_test), total_budget=total_budget,
-                      total={"cost_metric": "num-examples", "cost_scale": PER_SAMPLE})  # fmt: skip
+                      total={"cost_metric": "num-examples", "cost_scale": PER_SAMPLE},
+                      data_sizes=_sizes(data["clients"]))  # fmt: skip
 
 
 _BUILDERS = {"softmax": _softmax, "torch": _torch, "softmax-total": _softmax_total,
