@@ -21,8 +21,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def data_weighted(fed: Any) -> Any:
     """``fed`` whose ClientApp replies carry each client's data size as ``num-examples``."""
@@ -77,14 +75,13 @@ def main() -> None:
         joblib.delayed(job)(*t, args.out / "runs", False) for t in todo)
     rows = [r for part, _ in parts for r in part]
     for setting in args.settings:
-        finals = scorecard.final_losses([r for r in rows if r["setting"] == setting])
-        means = {m: float(np.mean(list(v.values()))) for m, v in finals.items()}
-        fixed = {m: v for m, v in means.items() if m.startswith("fedavg-")}
-        best = min(fixed, key=fixed.get)
-        print(f"{setting} ({args.seeds} seeds, data-size weights): best {best} "
-              f"{fixed[best]:.4f}, median fixed n {np.median(list(fixed.values())):.4f}")
-        print("  " + ", ".join(f"{m.removeprefix('fedavg-')}: {v:.4f}"
-                               for m, v in sorted(fixed.items(), key=lambda kv: int(kv[0][7:]))))
+        # the card's summary, read at any fixed n: its best and median fixed n, every mean
+        s = scorecard.summarise([r for r in rows if r["setting"] == setting], "fedavg-1")
+        print(f"{setting} ({args.seeds} seeds, data-size weights): best {s['best']} "
+              f"{s['best_loss']:.4f}, median fixed n {s['median_loss']:.4f}")
+        fixed = sorted(s["final_loss"], key=lambda m: int(m.removeprefix("fedavg-")))
+        print("  " + ", ".join(f"{m.removeprefix('fedavg-')}: {s['final_loss'][m][0]:.4f}"
+                               for m in fixed))
 
 
 if __name__ == "__main__":

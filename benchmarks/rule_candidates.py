@@ -271,20 +271,16 @@ class NoOneWhereStepsEqual(ProgressThompson):
 
 
 class KappaHeldWhereOneStep(ProgressThompson):
-    """Where the clients report one local step at every arm (FedSGD, one full-batch epoch),
-    the noise's second-order parameter κ² (the noise of several steps on the same samples) held
-    at 0 and (S², τ²) fitted alone, as the noise model has it for one step."""
+    """``kappa0``: where the clients report one local step at every arm (FedSGD, one
+    full-batch epoch), the noise's second-order parameter κ² (the noise of several steps on the
+    same samples) held at 0 and (S², τ²) fitted alone, as the noise model has it for one step;
+    the signal curve as the default's."""
 
     def free_parameters(self) -> np.ndarray:
         free = super().free_parameters()
         if free.shape[1] > 2 and hasattr(self, "_steps_clients"):  # (none while init runs)
             free[one_step(self), 2] = False
         return free
-
-
-class NoKappaOneStep(KappaHeldWhereOneStep):
-    """``kappa0``: κ² held at 0 where the clients take one step; the signal curve as the
-    default's."""
 
 
 class OneStepNoKappa(KappaHeldWhereOneStep, OneStepFlat):
@@ -334,7 +330,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "one-step-no-one": OneStepNoOne,
     "one-step-mean-for-one": OneStepMeanForOne,
     "one-step-kappa0": OneStepNoKappa,
-    "kappa0": NoKappaOneStep,
+    "kappa0": KappaHeldWhereOneStep,
     "no-one-equal-steps": NoOneWhereStepsEqual,
     "one-step-kappa0-no-one": OneStepNoKappaNoOne,
     "fitted-steps": FittedWhereStepsEqual,
