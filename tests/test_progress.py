@@ -152,6 +152,74 @@ def test_persistence_recovers_the_curvature_of_a_quadratic():
         _mc_check(fits[:, j], truth)
 
 
+def test_shrink_to_prior_closed_form():
+    # p + (λ̂ − p) max(0, 1 − Var/(λ̂ − p)²), Var = σ² diag(A⁻¹), clipped at 0: no residual
+    # keeps the fit, a residual as large as the distance to the prior takes it to the prior,
+    # and a singular A (no variance to weigh the fit by) keeps it.
+    A = np.array([[4.0, 0.0], [0.0, 1.0]])  # diag(A⁻¹) = (0.25, 1)
+    fit, prior = np.array([3.0, 0.0]), 1.0
+    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 0.0, prior), fit)
+    # σ² = 1: Var = (0.25, 1); off = (2, −1): keep = (1 − 0.25/4, 1 − 1/1) = (0.9375, 0)
+    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 1.0, prior),
+                               [1.0 + 2.0 * 0.9375, 1.0])  # fmt: skip
+    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 1e9, prior), [1.0, 1.0])
+    singular = np.array([[1.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(ProgressThompson.shrink_to_prior(fit, singular, 1.0, prior), fit)
+
+
+def _pairs(rule, zhats, seed=0):
+    """Pairs of rounds (arms drawn at random) told with persistences whose ẑ = 1 − ū'·ū/(x'x)
+    are ``zhats``, at the rule's own signal and noise (set to fixed values: the fit alone is
+    tested); the clients report one local step at every arm."""
+    rng = np.random.default_rng(seed)
+    signal = 0.04 * np.ones(K)
+    noise = 0.5 / np.arange(1, K + 1) * signal
+    rule.signal = lambda: signal[None]
+    rule.predicted = lambda: noise[None]
+    for z in zhats:
+        n, n2 = rng.integers(0, K, 2)
+        rule.forget_persistence()
+        rule.tell_local_steps(np.array([n]), np.array([1.0]))
+        rule.tell_signal(np.array([n]), np.array([signal[n] + noise[n]]))
+        p = signal[n] * (1.0 - z)  # x' x (1 − ẑ), x' = x = 0.2
+        rule.tell_signal(np.array([n2]), np.array([signal[n2] + noise[n2]]), np.array([p]))
+    return 0.5 / np.sqrt(signal.max())  # the prior 1/(2x*)
+
+
+def test_with_equal_steps_thin_evidence_of_no_curvature_falls_back_to_the_prior():
+    # Ten pairs of rounds whose ẑ scatter around −0.2 (SD 1): the non-negative least squares
+    # puts both costs at the bound 0, which would make the noise free. Where every arm takes
+    # the same steps the rule shrinks them towards the prior 1/(2x*) by their evidence: the
+    # fit's standard error here is of the order of the prior's distance, so both are near it.
+    # Where the steps differ the fit stands.
+    zhats = -0.2 + np.random.default_rng(3).standard_normal(10)
+    rule = _rule(discount=1.0)
+    rule.init(1, K, D)
+    prior = _pairs(rule, zhats)
+    raw = nonnegative_minimum(rule._persist_A[0], rule._persist_b[0])
+    np.testing.assert_array_equal(raw, [0.0, 0.0])  # the bound: both costs 0
+    lam = rule.curvature()[0]
+    assert np.all(lam > 0.5 * prior) and np.all(lam <= prior), (lam, prior)
+    differ = _rule(discount=1.0)
+    differ.init(1, K, D)
+    _pairs(differ, zhats)
+    differ.tell_local_steps(np.array([K - 1]), np.array([8.0]))  # the steps now differ
+    assert differ.steps_differ()[0]
+    np.testing.assert_array_equal(differ.curvature()[0], [0.0, 0.0])
+
+
+def test_with_equal_steps_consistent_evidence_keeps_the_fit():
+    # 400 pairs whose ẑ = 0.05 exactly (consecutive rounds alike, a small curvature): the
+    # residual variance is 0, and the shrunk fit is the least squares', far below the prior.
+    rule = _rule(discount=1.0)
+    rule.init(1, K, D)
+    prior = _pairs(rule, np.full(400, 0.05))
+    raw = nonnegative_minimum(rule._persist_A[0], rule._persist_b[0])
+    lam = rule.curvature()[0]
+    np.testing.assert_allclose(lam, np.maximum(raw, [0.0, 1e-3 * raw.max()]), rtol=1e-6)
+    assert lam.max() < 0.2 * prior
+
+
 def test_signal_curve_is_unbiased_without_discount():
     # Arms pulled in turn, each update gain·(g + μ_k + e) with the signal a_n² = exp(1.5 ℓ_n)
     # (the curve's family) and the noise scaled by the same gain; with discounts 1 the fitted

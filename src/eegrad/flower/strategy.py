@@ -160,8 +160,8 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
         return (f"default (ProgressThompson, rate, noise_order={DEFAULT_NOISE_ORDER}, "
                 "local-steps curve, last round the most clients affordable)")  # fmt: skip
     cls = _default_rule_class(private)
-    curve = (", local-steps curve, curvature over sqrt(rounds left)" if cls is ProgressThompson
-             else "")  # fmt: skip
+    curve = (", local-steps curve, curvature over sqrt(rounds left), shrunk by its evidence "
+             "where the steps are equal" if cls is ProgressThompson else "")  # fmt: skip
     return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{curve})"
 
 

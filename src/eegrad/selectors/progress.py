@@ -43,6 +43,27 @@ updates unlike) a large one, and the least noise. Both fits discount the evidenc
 ``discount`` a round, as the noise's. Until rounds show a persistence, :math:`\Lambda = 1/(2x^*)`
 (:math:`x^* = \max_n x_n`: the longest update taken for the step a noiseless quadratic takes).
 
+**The curvature's evidence, where every arm takes the same steps.** There the arms' signals are
+the same by the model, and the choice turns on the noise's cost :math:`\Lambda_\xi v_n` against
+the curve's chance slope. The persistence's pairs are few and alike (rounds of nearly the same
+n, whose :math:`v_{n_t}/x_{n_t}` barely vary), so the fit often puts a cost at the bound 0,
+which makes the noise free: in a CNN of one full-batch epoch (the scorecard's (d)) both costs
+sat at 0 for thirty rounds of twenty clients, and a chance slope of the curve then sent the rule
+to rounds of one client, one of which doubled the training loss. So, as the curve's
+coefficients are shrunk towards their prior, each cost is shrunk towards the prior
+:math:`p = 1/(2x^*)` by its evidence (:meth:`curvature`),
+
+.. math::
+
+    \Lambda_j = \max\Bigl(0,\ p + (\hat\Lambda_j - p)\max\bigl(0,\ 1 -
+    \widehat{\mathrm{Var}}\,\hat\Lambda_j / (\hat\Lambda_j - p)^2\bigr)\Bigr),
+
+with :math:`\widehat{\mathrm{Var}}\,\hat\Lambda_j = \hat\sigma^2 (A^{-1})_{jj}`, A the pairs'
+weighted normal matrix and :math:`\hat\sigma^2` their weighted residual variance (both
+discounted), once more than three pairs are told and A is not singular. Where the steps differ
+the fit is used as it is: there a small cost is what lets the rule take the long, noisy updates
+that pay over a run (shrunk there too, the scorecard's (f) lost 20 %).
+
 **The curve's prior: the clients' local steps.** Each coefficient of the curve is shrunk
 towards a prior, not towards 0, where the clients report the local optimizer steps they took
 (:meth:`tell_local_steps`; :func:`~eegrad.flower.budgeted_train` and
@@ -317,6 +338,8 @@ class ProgressThompson(SpreadThompson):
         # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
         self._persist_A = np.zeros((R, 2, 2))
         self._persist_b = np.zeros((R, 2))
+        self._persist_zz = np.zeros(R)  # Σ w ẑ², for the fit's residual variance
+        self._persist_pairs = np.zeros(R)  # Σ 1 over the pairs told (discounted)
         self._last = None  # (x, v) of the last round told a signal
         self._rounds_left = None  # the rounds the run has left (tell_rounds_left; None: untold)
         self._costs = None  # the expected cost of a round of every arm (tell_costs)
@@ -415,8 +438,8 @@ class ProgressThompson(SpreadThompson):
         self._fit_signal()
         self._track_contraction()
         x = np.sqrt(self.signal()[self._rows, arms])
-        self._persist_A *= lam
-        self._persist_b *= lam
+        for arr in (self._persist_A, self._persist_b, self._persist_zz, self._persist_pairs):
+            arr *= lam
         if p is not None and self._last is not None:
             x0, v0 = self._last
             s0 = x0 * x0
@@ -431,6 +454,8 @@ class ProgressThompson(SpreadThompson):
             zhat = np.where(ok, zhat, 0.0)
             self._persist_A += w[:, None, None] * f[:, :, None] * f[:, None, :]
             self._persist_b += w[:, None] * f * zhat[:, None]
+            self._persist_zz += w * zhat * zhat
+            self._persist_pairs += ok
         self._last = (x, v)
 
     def _track_contraction(self) -> None:
@@ -713,20 +738,50 @@ class ProgressThompson(SpreadThompson):
     def curvature(self) -> np.ndarray:
         r"""(:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2): the curvature's cost of a
         round's signal and of its noise, the persistence's least-squares fit (non-negative), or
-        :math:`1/(2x^*)` each where the rounds have not shown them; :math:`\Lambda_\xi` is at
-        least a thousandth of the larger (ties between arms of one signal go to the least
-        noise)."""
+        the prior :math:`1/(2x^*)` each where the rounds have not shown them; where every arm
+        takes the same local steps, the fit shrunk towards that prior by its evidence
+        (:meth:`shrink_to_prior`; the module's notes, *The curvature's evidence*).
+        :math:`\Lambda_\xi` is at least a thousandth of the larger (ties between arms of one
+        signal go to the least noise)."""
         x_top = np.sqrt(self.signal().max(axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
-            fallback = np.where(x_top > 0, 0.5 / x_top, 0.0)
+            prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
         A, b = self._persist_A, self._persist_b
-        out = np.repeat(fallback[:, None], 2, axis=1)
+        out = np.repeat(prior[:, None], 2, axis=1)
+        equal = self.steps_told() & ~self.steps_differ()
         for r in range(A.shape[0]):
             fit = nonnegative_minimum(A[r], b[r])
-            if fit is not None:
-                out[r] = fit
+            if fit is None:
+                continue
+            out[r] = fit
+            if equal[r] and self._persist_pairs[r] > 3:
+                rss = self._persist_zz[r] - 2.0 * b[r] @ fit + fit @ A[r] @ fit
+                sigma2 = max(float(rss), 0.0) / (self._persist_pairs[r] - 2.0)
+                out[r] = self.shrink_to_prior(fit, A[r], sigma2, prior[r])
         out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
         return out
+
+    @staticmethod
+    def shrink_to_prior(fit: np.ndarray, normal: np.ndarray, sigma2: float,
+                        prior: float) -> np.ndarray:  # fmt: skip
+        r"""A least-squares fit of the curvature's costs, shape (k,), shrunk towards ``prior``
+        by its evidence: each component :math:`\max(0, p + (\hat\Lambda_j - p)\max(0, 1 -
+        \widehat{\mathrm{Var}}_j/(\hat\Lambda_j - p)^2))`, with :math:`\widehat{\mathrm{Var}}
+        = \hat\sigma^2 \operatorname{diag} A^{-1}` from the pairs' weighted normal matrix
+        ``normal`` (k, k) and residual variance ``sigma2`` (the fit itself where A is
+        singular: no variance to weigh it by)."""
+        if abs(np.linalg.det(normal)) <= 1e-12 * np.trace(normal) ** normal.shape[0]:
+            return fit
+        var = sigma2 * np.diag(np.linalg.inv(normal))
+        off = fit - prior
+        with np.errstate(invalid="ignore", divide="ignore"):
+            keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
+        return np.maximum(prior + off * np.nan_to_num(keep), 0.0)
+
+    def steps_told(self) -> np.ndarray:
+        """Whether the clients have reported their local steps (:meth:`tell_local_steps`),
+        shape (R,)."""
+        return np.any(self._steps_weight > 0, axis=1)
 
     @staticmethod
     def progress(signal: np.ndarray, noise: np.ndarray, curvature: np.ndarray) -> np.ndarray:
