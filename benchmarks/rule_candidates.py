@@ -309,85 +309,36 @@ class FittedWhereStepsEqual(OneStepFlat):
         return curve
 
 
-class ZeroCurvaturePriorWhereStepsEqual(ProgressThompson):
-    """``zero-curvature-prior``: where the clients report the same local steps at every arm
-    and the persistence's fit puts both curvature costs at 0, the prior's cost 1/(2x*) for
-    both (the rule's own until rounds show a persistence). By the model the arms' signals are
-    then the same, and a zero cost would leave the choice to the signal curve's chance slope,
-    noise free; where the steps differ, a zero cost means the longest updates, as the
-    default reads it."""
+class UnshrunkCurvature(ProgressThompson):
+    """``unshrunk-curvature``: the default before the curvature's costs were shrunk towards
+    their prior where the steps are equal: the persistence's fit as it is, everywhere."""
+
+    def shrinks_curvature(self) -> np.ndarray:
+        return np.zeros(self._shape[0], bool)
+
+
+class ShrunkCurvature(ProgressThompson):
+    """``shrunk-curvature``: the curvature's costs shrunk towards their prior by their evidence
+    wherever the clients report their steps, where they differ between the arms too."""
+
+    def shrinks_curvature(self) -> np.ndarray:
+        return self.steps_told()
+
+
+class ZeroCurvaturePrior(UnshrunkCurvature):
+    """``zero-curvature-prior``: ``unshrunk-curvature``, and where the clients report the same
+    local steps at every arm and the persistence's fit puts both curvature costs at 0, the
+    prior's cost 1/(2x*) for both (a zero cost there leaves the choice to the signal curve's
+    chance slope, noise free)."""
 
     def curvature(self) -> np.ndarray:
         out = super().curvature()
         x_top = np.sqrt(self.signal().max(axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
             prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
-        rows = told_steps(self) & ~self.steps_differ() & np.all(out <= 0, axis=1)
+        rows = self.steps_told() & ~self.steps_differ() & np.all(out <= 0, axis=1)
         out[rows] = prior[rows, None]
         return out
-
-
-class ShrunkCurvature(ProgressThompson):
-    """``shrunk-curvature``: the persistence's fit of (Λ_g, Λ_ξ) shrunk towards the prior
-    1/(2x*) by its evidence, as the signal curve's coefficients are towards theirs: each
-    component p + (λ̂ − p) max(0, 1 − Var λ̂/(λ̂ − p)²), with Var λ̂ the weighted least
-    squares' (the pairs' residual variance times (A⁻¹)_jj, discounted as A)."""
-
-    def equal_rows(self) -> np.ndarray:
-        """The rows whose curvature is shrunk (every row)."""
-        return np.ones(self._shape[0], bool)
-
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth, streams)
-        self._persist_zz = np.zeros(R)  # Σ w ẑ² of the pairs (discounted)
-        self._persist_pairs = np.zeros(R)  # Σ 1 of the pairs (discounted)
-
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        last = self._last
-        v = None if last is None else self.predicted()[self._rows, np.asarray(arms)]
-        super().tell_signal(arms, mean_norm2, persistence)
-        self._persist_zz *= self.discount
-        self._persist_pairs *= self.discount
-        if persistence is None or last is None:
-            return
-        (x0, v0), x = last, self._last[0]
-        s0 = x0 * x0
-        with np.errstate(invalid="ignore", divide="ignore"):  # as tell_signal's own pair
-            zhat = 1.0 - np.asarray(persistence, dtype=np.float64) / (x * x0)
-            w = (s0 / (s0 + v0)) * (x * x / (x * x + v))
-            ok = np.isfinite(zhat) & np.isfinite(2.0 * v0 / x0) & np.isfinite(w) & (w > 0)
-            self._persist_zz += np.where(ok, w * zhat * zhat, 0.0)
-        self._persist_pairs += ok
-
-    def curvature(self) -> np.ndarray:
-        fit = super().curvature()
-        out = fit.copy()
-        x_top = np.sqrt(self.signal().max(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
-        A, b = self._persist_A, self._persist_b
-        for r in np.flatnonzero(self.equal_rows()):
-            pairs, lam = self._persist_pairs[r], fit[r]
-            if pairs <= 3 or not np.all(np.isfinite(A[r])) or \
-                    abs(np.linalg.det(A[r])) <= 1e-12 * np.trace(A[r]) ** 2:  # fmt: skip
-                continue
-            rss = self._persist_zz[r] - 2.0 * b[r] @ lam + lam @ A[r] @ lam
-            var = max(rss, 0.0) / max(pairs - 2.0, 1.0) * np.diag(np.linalg.inv(A[r]))
-            off = lam - prior[r]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
-            out[r] = np.maximum(prior[r] + off * np.nan_to_num(keep), 0.0)
-        out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
-        return out
-
-
-class ShrunkCurvatureWhereStepsEqual(ShrunkCurvature):
-    """``shrunk-curvature-equal-steps``: ``shrunk-curvature`` where the clients report the same
-    local steps at every arm; elsewhere the default's fit (long noisy updates, which a larger
-    curvature cost shortens, pay there over a run)."""
-
-    def equal_rows(self) -> np.ndarray:
-        return told_steps(self) & ~self.steps_differ()
 
 
 def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
@@ -415,9 +366,9 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "no-one-equal-steps": NoOneWhereStepsEqual,
     "one-step-kappa0-no-one": OneStepNoKappaNoOne,
     "fitted-steps": FittedWhereStepsEqual,
-    "zero-curvature-prior": ZeroCurvaturePriorWhereStepsEqual,
+    "unshrunk-curvature": UnshrunkCurvature,
     "shrunk-curvature": ShrunkCurvature,
-    "shrunk-curvature-equal-steps": ShrunkCurvatureWhereStepsEqual,
+    "zero-curvature-prior": ZeroCurvaturePrior,
 }
 
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {

@@ -199,7 +199,8 @@ def test_with_equal_steps_thin_evidence_of_no_curvature_falls_back_to_the_prior(
     raw = nonnegative_minimum(rule._persist_A[0], rule._persist_b[0])
     np.testing.assert_array_equal(raw, [0.0, 0.0])  # the bound: both costs 0
     lam = rule.curvature()[0]
-    assert np.all(lam > 0.5 * prior) and np.all(lam <= prior), (lam, prior)
+    assert np.all(lam > 0.5 * prior), (lam, prior)
+    assert np.all(lam <= prior), (lam, prior)
     differ = _rule(discount=1.0)
     differ.init(1, K, D)
     _pairs(differ, zhats)

@@ -748,7 +748,7 @@ class ProgressThompson(SpreadThompson):
             prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
         A, b = self._persist_A, self._persist_b
         out = np.repeat(prior[:, None], 2, axis=1)
-        equal = self.steps_told() & ~self.steps_differ()
+        equal = self.shrinks_curvature()
         for r in range(A.shape[0]):
             fit = nonnegative_minimum(A[r], b[r])
             if fit is None:
@@ -777,6 +777,12 @@ class ProgressThompson(SpreadThompson):
         with np.errstate(invalid="ignore", divide="ignore"):
             keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
         return np.maximum(prior + off * np.nan_to_num(keep), 0.0)
+
+    def shrinks_curvature(self) -> np.ndarray:
+        """Where :meth:`curvature` shrinks the persistence's fit towards its prior, shape (R,):
+        where the clients report the same local steps at every arm (:meth:`steps_told`, and
+        not :meth:`steps_differ`)."""
+        return self.steps_told() & ~self.steps_differ()
 
     def steps_told(self) -> np.ndarray:
         """Whether the clients have reported their local steps (:meth:`tell_local_steps`),
