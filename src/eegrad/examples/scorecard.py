@@ -231,16 +231,19 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
 
 
 def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
-         candidates: dict[str, dict[str, Any]] | None = None) -> list[tuple]:  # fmt: skip
+         candidates: dict[str, dict[str, Any]] | None = None,
+         fixed: bool = True) -> list[tuple]:  # fmt: skip
     """The federations of a card: (setting, method, seed, rounds, eval_every, candidate, quick)
-    for the default, every fixed n that every seed affords, and each candidate."""
+    for the default, every fixed n that every seed affords (``fixed=False``: none), and each
+    candidate."""
     todo = []
     for name in settings:
         s = SETTINGS[name]
         rounds = s.quick_rounds if quick else s.rounds
         eval_every = min(s.eval_every, rounds)
-        N = min(federation(name, seed, rounds, quick).N for seed in seeds)
-        methods = [("default", None), *[(f"fedavg-{n}", None) for n in _fixed_ns(N, quick)],
+        ns = _fixed_ns(min(federation(name, seed, rounds, quick).N for seed in seeds),
+                       quick) if fixed else []  # fmt: skip
+        methods = [("default", None), *[(f"fedavg-{n}", None) for n in ns],
                    *(candidates or {}).items()]  # fmt: skip
         todo += [(name, m, seed, rounds, eval_every, c, quick) for seed in seeds
                  for m, c in methods]  # fmt: skip
@@ -249,13 +252,16 @@ def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
 
 def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int = 1,
         store: Path | None = None, progress: bool = False,
-        candidates: dict[str, dict[str, Any]] | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+        candidates: dict[str, dict[str, Any]] | None = None,
+        fixed: bool = True) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Every federation of the card; (rows of :data:`COLUMNS`, rows of :data:`ARM_COLUMNS`).
+    ``fixed=False`` runs the default and the candidates alone (no fixed n: a candidate paired
+    with the default, without the yardstick).
 
     Each federation is seeded by its own (setting, method, seed), so the rows are the same
     whatever ``jobs`` (joblib's loky processes) and whatever was saved in ``store`` before.
     """
-    todo = plan(settings, seeds, quick=quick, candidates=candidates)
+    todo = plan(settings, seeds, quick=quick, candidates=candidates, fixed=fixed)
     return _execute(todo, jobs=jobs, store=store, progress=progress)
 
 
