@@ -12,7 +12,14 @@ studies page (``docs/guide/federated-studies.md``) reports what they measured::
         --candidates flat-steps fitted-steps --settings fedsgd overheads cnn-e1 cnn-e3
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
+    python benchmarks/rule_candidates.py --seeds 60 --out DIR --candidates unshrunk-curvature \
+        zero-curvature-prior --settings cnn-e1 cnn-e3
+    python benchmarks/rule_candidates.py --seeds 30 --out DIR --without-fixed \
+        --candidates shrunk-curvature --settings local-steps mlp-minibatch minibatch-drift
     python benchmarks/mnist_candidates.py one-step --split shards --seeds 10
+
+``--without-fixed`` runs the default and the candidates alone, no fixed n, and prints each
+candidate's paired difference in % of the default's loss (a screen, without the yardstick).
 
 The ``one-step`` family (the curve flat where the clients take one local step) is measured in
 the MNIST study of ``eegrad example flower`` by ``benchmarks/mnist_candidates.py``.
