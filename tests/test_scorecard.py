@@ -84,6 +84,16 @@ def test_candidates_run_on_the_defaults_streams_and_are_paired_with_it(tmp_path)
     assert f"{mean:+.3f} ± {se:.3f}" in table
 
 
+def test_a_plan_without_fixed_n_holds_the_default_and_the_candidates_alone():
+    # fixed=False (a candidate paired with the default, without the yardstick): the same
+    # federations as the full plan's default and candidates, and no fedavg-<n>.
+    full = sc.plan(["fedsgd"], [0, 1], quick=True, candidates={"same": {}})
+    alone = sc.plan(["fedsgd"], [0, 1], quick=True, candidates={"same": {}}, fixed=False)
+    assert [t[1] for t in alone] == ["default", "same", "default", "same"]
+    assert alone == [t for t in full if not t[1].startswith("fedavg-")]
+    assert len(full) > len(alone)
+
+
 def test_warmup_reference_plays_the_defaults_warmup_then_the_best_fixed_n(tmp_path):
     # --warmup-reference: after the fixed n, one more method per setting, warmup-then-<best>,
     # whose rounds ask the default's warm-up arms (N, 2, round(sqrt(2N)) = 20, 2, 6) in order,
