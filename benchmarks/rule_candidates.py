@@ -193,17 +193,12 @@ class EndInModel(ProgressThompson):
         return last if best_k == 0 else None
 
 
-def told_steps(rule: ProgressThompson) -> np.ndarray:
-    """Whether the rule's clients have reported their local steps, shape (R,)."""
-    return ~np.all(np.isnan(rule.arm_steps()), axis=1)
-
-
 def one_step(rule: ProgressThompson) -> np.ndarray:
     """Whether the rule's clients report exactly one local step at every arm told, shape (R,)
     (False in rows told no steps): their steps as the curve reads them
     (:meth:`~eegrad.ProgressThompson.arm_steps`, never below one) are then 1 at every arm."""
     with np.errstate(invalid="ignore"):
-        return told_steps(rule) & np.all(np.abs(np.log(rule.arm_steps())) <= 1e-9, axis=1)
+        return rule.steps_told() & np.all(np.abs(np.log(rule.arm_steps())) <= 1e-9, axis=1)
 
 
 class FlatCurve(ProgressThompson):
@@ -237,7 +232,7 @@ class FlatWhereStepsEqual(FlatCurve):
     every n, and a fitted slope is chance."""
 
     def flat_rows(self) -> np.ndarray:
-        return told_steps(self) & ~self.steps_differ()
+        return self.steps_told() & ~self.steps_differ()
 
 
 
@@ -274,7 +269,7 @@ class NoOneWhereStepsEqual(ProgressThompson):
     only win on its noise, which no round of its own measures, or on the curve's chance slope."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(super()._objective(noise), told_steps(self) & ~self.steps_differ())
+        return without_one(super()._objective(noise), self.steps_told() & ~self.steps_differ())
 
 
 class KappaHeldWhereOneStep(ProgressThompson):
@@ -309,7 +304,7 @@ class FittedWhereStepsEqual(OneStepFlat):
 
     def _shrunk_curve(self) -> np.ndarray:
         curve = super()._shrunk_curve()
-        rows = told_steps(self) & ~self.steps_differ() & ~one_step(self)
+        rows = self.steps_told() & ~self.steps_differ() & ~one_step(self)
         if rows.any():
             curve = curve.copy()
             curve[rows] = self._beta[rows]

@@ -48,8 +48,9 @@ the same by the model, and the choice turns on the noise's cost :math:`\Lambda_\
 the curve's chance slope. The persistence's pairs are few and alike (rounds of nearly the same
 n, whose :math:`v_{n_t}/x_{n_t}` barely vary), so the fit often puts a cost at the bound 0,
 which makes the noise free: in a CNN of one full-batch epoch (the scorecard's (d)) both costs
-sat at 0 for thirty rounds of twenty clients, and a chance slope of the curve then sent the rule
-to rounds of one client, one of which doubled the training loss. So, as the curve's
+sat at 0 for thirty-two rounds of 19 or 20 clients (``benchmarks/curvature_trace.py``), and a
+chance slope of the curve then sent the rule to a round of one client that took the training
+loss from 1.83 to 3.34. So, as the curve's
 coefficients are shrunk towards their prior, each cost is shrunk towards the prior
 :math:`p = 1/(2x^*)` by its evidence (:meth:`curvature`),
 
@@ -62,7 +63,7 @@ with :math:`\widehat{\mathrm{Var}}\,\hat\Lambda_j = \hat\sigma^2 (A^{-1})_{jj}`,
 weighted normal matrix and :math:`\hat\sigma^2` their weighted residual variance (both
 discounted), once more than three pairs are told and A is not singular. Where the steps differ
 the fit is used as it is: there a small cost is what lets the rule take the long, noisy updates
-that pay over a run (shrunk there too, the scorecard's (f) lost 20 %).
+that pay over a run (shrunk there too, the scorecard's (f) ended 19 % higher).
 
 **The curve's prior: the clients' local steps.** Each coefficient of the curve is shrunk
 towards a prior, not towards 0, where the clients report the local optimizer steps they took
