@@ -41,8 +41,7 @@ def recording(cls: type[ProgressThompson], log: list[tuple]) -> type[ProgressTho
                 self.signal()[self._rows, arms] if told else np.nan)  # fmt: skip
             super().tell_signal(arms, mean_norm2, persistence)
             lam = self.curvature()[0]
-            x_top = float(np.sqrt(self.signal().max()))
-            prior = 0.5 / x_top if x_top > 0 else float("nan")
+            prior = float(self.curvature_prior()[0])  # 0 before any signal
             log.append((int(arms[0]) + 1, float(np.asarray(mean_norm2)[0]), float(predicted[0]),
                         float(lam[0]), float(lam[1]), prior))  # fmt: skip
 

@@ -232,7 +232,7 @@ class FlatWhereStepsEqual(FlatCurve):
     every n, and a fitted slope is chance."""
 
     def flat_rows(self) -> np.ndarray:
-        return self.steps_told() & ~self.steps_differ()
+        return self.steps_equal()
 
 
 
@@ -269,7 +269,7 @@ class NoOneWhereStepsEqual(ProgressThompson):
     only win on its noise, which no round of its own measures, or on the curve's chance slope."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(super()._objective(noise), self.steps_told() & ~self.steps_differ())
+        return without_one(super()._objective(noise), self.steps_equal())
 
 
 class KappaHeldWhereOneStep(ProgressThompson):
@@ -304,7 +304,7 @@ class FittedWhereStepsEqual(OneStepFlat):
 
     def _shrunk_curve(self) -> np.ndarray:
         curve = super()._shrunk_curve()
-        rows = self.steps_told() & ~self.steps_differ() & ~one_step(self)
+        rows = self.steps_equal() & ~one_step(self)
         if rows.any():
             curve = curve.copy()
             curve[rows] = self._beta[rows]
@@ -335,11 +335,8 @@ class ZeroCurvaturePrior(UnshrunkCurvature):
 
     def curvature(self) -> np.ndarray:
         out = super().curvature()
-        x_top = np.sqrt(self.signal().max(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
-        rows = self.steps_told() & ~self.steps_differ() & np.all(out <= 0, axis=1)
-        out[rows] = prior[rows, None]
+        rows = self.steps_equal() & np.all(out <= 0, axis=1)
+        out[rows] = self.curvature_prior()[rows, None]
         return out
 
 

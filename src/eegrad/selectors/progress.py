@@ -744,9 +744,7 @@ class ProgressThompson(SpreadThompson):
         (:meth:`shrink_to_prior`; the module's notes, *The curvature's evidence*).
         :math:`\Lambda_\xi` is at least a thousandth of the larger (ties between arms of one
         signal go to the least noise)."""
-        x_top = np.sqrt(self.signal().max(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prior = np.where(x_top > 0, 0.5 / x_top, 0.0)
+        prior = self.curvature_prior()
         A, b = self._persist_A, self._persist_b
         out = np.repeat(prior[:, None], 2, axis=1)
         equal = self.shrinks_curvature()
@@ -779,10 +777,23 @@ class ProgressThompson(SpreadThompson):
             keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
         return np.maximum(prior + off * np.nan_to_num(keep), 0.0)
 
+    def curvature_prior(self) -> np.ndarray:
+        r"""The curvature costs' prior :math:`1/(2x^*)`, shape (R,) (:math:`x^* = \max_n x_n`;
+        0 before any signal): the cost at which the longest update is the step a noiseless
+        quadratic takes."""
+        x_top = np.sqrt(self.signal().max(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(x_top > 0, 0.5 / x_top, 0.0)
+
     def shrinks_curvature(self) -> np.ndarray:
         """Where :meth:`curvature` shrinks the persistence's fit towards its prior, shape (R,):
-        where the clients report the same local steps at every arm (:meth:`steps_told`, and
-        not :meth:`steps_differ`)."""
+        where the clients report the same local steps at every arm (:meth:`steps_equal`)."""
+        return self.steps_equal()
+
+    def steps_equal(self) -> np.ndarray:
+        """Whether the clients have reported their local steps and every arm takes the same,
+        shape (R,) (:meth:`steps_told`, and not :meth:`steps_differ`: FedSGD, a fixed number
+        of full-batch epochs)."""
         return self.steps_told() & ~self.steps_differ()
 
     def steps_told(self) -> np.ndarray:
