@@ -60,7 +60,7 @@ def main() -> None:
     for seed in args.seeds:
         log: list[tuple] = []
         rule = recording(cls, log)
-        make = rule_candidates._per_round(rule)
+        make = rule_candidates.per_round(rule)
         rows, _ = scorecard.run_one(args.setting, "trace", seed, rounds=s.rounds,
                                     eval_every=s.eval_every, candidate={"selector": make})  # fmt: skip
         loss = {r["round"]: r["train_loss"] for r in rows}

@@ -340,7 +340,7 @@ class ZeroCurvaturePrior(UnshrunkCurvature):
         return out
 
 
-def _per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
+def per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
     """The candidate as the per-round default is built: K, the arms' per-client spends."""
     return lambda fed: cls(population=fed.K, noise_order=2,
                            spend=np.array([fed.share(n) for n in range(1, fed.N + 1)]))
@@ -371,7 +371,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
 }
 
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
-    **{name: _per_round(cls) for name, cls in PER_ROUND.items()},
+    **{name: per_round(cls) for name, cls in PER_ROUND.items()},
     "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
                                         objective="rate"),
 }
@@ -388,10 +388,9 @@ def print_paired(rows: list[dict[str, Any]], settings: list[str], names: list[st
             base = finals["default"]
             scale = float(np.mean(list(base.values())))
             for name in names:
-                d = np.array([finals[name][s] - base[s] for s in base]) / scale
-                se = d.std(ddof=1) / np.sqrt(d.size)
-                print(f"| {setting} | {final} | {name} | {100 * d.mean():+.1f} % ± "
-                      f"{100 * se:.1f} % |")
+                d, se = scorecard.mean_and_se([(finals[name][s] - base[s]) / scale
+                                               for s in base])  # fmt: skip
+                print(f"| {setting} | {final} | {name} | {100 * d:+.1f} % ± {100 * se:.1f} % |")
 
 
 def main() -> None:

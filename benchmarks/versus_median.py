@@ -1,11 +1,12 @@
 """The default against the median fixed n of a card, paired by seed (the issue's "never worse
-than a blind guess"), from a card's saved runs.
+than a blind guess"), from a card's saved runs, beside an earlier default's.
 
-The card's table gives the default's mean over the median fixed n's; this prints the paired
-difference, seed by seed, to the median fixed n (the mean of the two middle ones where the
-card has an even number), in % of the best fixed n's loss, ± its standard error over the seeds.
-With ``--before STORE``, the same for that store's default (the runs of an earlier default, on
-the same seeds and the same fixed n), and the two defaults' own paired difference::
+The card's table gives the same paired difference in its column "− median"
+(:func:`eegrad.examples.scorecard.summarise`, ``versus_median``). This script reads it from a
+card's saved runs (:func:`eegrad.examples.scorecard.load_runs`) on any number of their seeds,
+and with ``--before STORE`` sets beside it that store's default (the runs of an earlier
+default, on the same seeds and the same fixed n) and the two defaults' own paired difference,
+every number in % of the best fixed n's loss, ± its standard error over the seeds::
 
     python benchmarks/versus_median.py DIR/runs cnn-e1 cnn-e3 --seeds 60 --before OLD/runs
 
@@ -17,24 +18,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 from eegrad.examples import scorecard
 
 
-def _runs(store: Path, setting: str, method: str, seeds: list[int]) -> list[dict]:
-    rows = []
-    for seed in seeds:
-        saved = scorecard._saved(store / setting / f"{method}-seed{seed}.csv")
-        if saved is None:
-            raise SystemExit(f"{store / setting}: no saved run of {method}, seed {seed}")
-        rows += saved
-    return rows
-
-
-def _paired(values: list[float], scale: float) -> str:
-    d = np.asarray(values) / scale
-    return f"{100 * d.mean():+.1f} % ± {100 * d.std(ddof=1) / np.sqrt(d.size):.1f} %"
+def _percent(mean_se: tuple[float, float]) -> str:
+    return f"{100 * mean_se[0]:+.1f} % ± {100 * mean_se[1]:.1f} %"
 
 
 def main() -> None:
@@ -49,25 +37,16 @@ def main() -> None:
           "default − before |")
     print("|---|---|---|---|---|")
     for setting in args.settings:
-        folder = args.store / setting
-        fixed = sorted({f.name.split("-seed")[0] for f in folder.glob("fedavg-*-seed*.csv")
-                        if not f.name.endswith(".arms.csv")})  # fmt: skip
-        rows = [r for m in fixed for r in _runs(args.store, setting, m, seeds)]
-        rows += _runs(args.store, setting, "default", seeds)
-        summary = scorecard.summarise(rows, "default")
-        finals = scorecard.final_losses(rows)
-        means = {m: float(np.mean([finals[m][s] for s in seeds])) for m in fixed}
-        order = sorted(fixed, key=means.get)
-        middle = order[(len(order) - 1) // 2: len(order) // 2 + 1]  # one, or the two middle
-        median = [float(np.mean([finals[m][s] for m in middle])) for s in seeds]
-        scale = summary["best_loss"]
-        mine = [finals["default"][s] for s in seeds]
-        line = [_paired([a - b for a, b in zip(mine, median, strict=True)], scale), "", ""]
+        fixed = [m for m in scorecard.saved_methods(args.store, setting)
+                 if m.startswith("fedavg-")]  # fmt: skip
+        rows = scorecard.load_runs(args.store, setting, ["default", *fixed], seeds)
+        line = [_percent(scorecard.summarise(rows)["versus_median"]), "", ""]
         if args.before is not None:
-            old = scorecard.final_losses(_runs(args.before, setting, "default", seeds))["default"]
-            before = [old[s] for s in seeds]
-            line[1] = _paired([a - b for a, b in zip(before, median, strict=True)], scale)
-            line[2] = _paired([a - b for a, b in zip(mine, before, strict=True)], scale)
+            before = [{**r, "method": "before"}
+                      for r in scorecard.load_runs(args.before, setting, ["default"], seeds)]
+            s = scorecard.summarise(rows + before, "before")
+            back = s["versus_default"]  # before less the default
+            line[1:] = [_percent(s["versus_median"]), _percent((-back[0], back[1]))]
         print(f"| {setting} | {len(seeds)} | " + " | ".join(line) + " |")
 
 

@@ -49,6 +49,15 @@ def test_quick_card_writes_its_table_and_resumes(tmp_path):
     arms = _read(out / "arms.csv")
     assert len([a for a in arms if a["setting"] == "fedsgd" and a["seed"] == "0"]) == \
         SETTINGS["fedsgd"].quick_rounds  # fmt: skip
+    # The saved runs read back are the card's rows; a run the store lacks is named.
+    methods = sc.saved_methods(out / "runs-quick", "fedsgd")
+    assert "default" in methods
+    assert all(m == "default" or m.startswith("fedavg-") for m in methods)
+    assert sc.load_runs(out / "runs-quick", "fedsgd", methods, [0, 1]) == \
+        sorted((r for r in rows if r["setting"] == "fedsgd"),
+               key=lambda r: (methods.index(r["method"]), int(r["seed"])))  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="'store'.*default-seed7.csv"):
+        sc.load_runs(out / "runs-quick", "fedsgd", ["default"], [7])
     saved = out / "runs-quick" / "fedsgd" / "default-seed1.csv"
     before = saved.read_text()
     saved.unlink()
@@ -155,6 +164,23 @@ def test_summary_ranks_against_the_fixed_n_with_paired_errors():
     assert s["below_median"]
     diff = np.array([0.5, 0.3])
     assert s["ses_from_best"] == pytest.approx(diff.mean() / (diff.std(ddof=1) / np.sqrt(2)))
+    # The median fixed n by mean is fedavg-3; the default less it, seed by seed, in units of
+    # the best's mean loss 1.2.
+    blind = np.array([1.5 - 2.0, 1.7 - 2.0]) / 1.2
+    assert s["versus_median"] == pytest.approx((blind.mean(), blind.std(ddof=1) / np.sqrt(2)))
+    assert s["versus_default"] is None
+    # Four fixed n: the median is the mean of the two middle ones, seed by seed, as the
+    # median of the means is.
+    rows += [{"method": "fedavg-4", "seed": seed, "round": r, "train_loss": v}
+             for seed, v in enumerate([2.4, 2.8]) for r in (1, 2)]  # fmt: skip
+    s = sc.summarise(rows)
+    assert s["median_loss"] == pytest.approx((2.0 + 2.6) / 2)
+    blind = np.array([1.5 - (2.0 + 2.4) / 2, 1.7 - (2.0 + 2.8) / 2]) / 1.2
+    assert s["versus_median"] == pytest.approx((blind.mean(), blind.std(ddof=1) / np.sqrt(2)))
+    assert "| −" in sc.table({"fedsgd": s})  # the column of the paired difference, in %
+    fedavg = sc.summarise(rows, "fedavg-2")["versus_default"]
+    paired = np.array([1.0 - 1.5, 1.4 - 1.7]) / 1.2
+    assert fedavg == pytest.approx((paired.mean(), paired.std(ddof=1) / np.sqrt(2)))
 
 
 def test_unknown_settings_are_refused_listing_the_known_ones(tmp_path):

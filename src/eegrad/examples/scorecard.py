@@ -10,9 +10,10 @@ compares them by the final training loss: the mean over the last 20% of each run
 then the mean and standard error over seeds.
 
 For each setting the report gives the best fixed n in hindsight, the median fixed n (a blind
-guess), the default's ratio to both, its rank among the fixed n, and how many standard errors
-separate it from the best fixed n (the SE of the per-seed paired difference: every method of a
-seed runs on the same data and devices).
+guess), the default's ratio to both, its paired difference to the median fixed n (mean ± SE of
+the per-seed differences: every method of a seed runs on the same data and devices), its rank
+among the fixed n, and how many standard errors separate it from the best fixed n (the same
+paired difference, over its SE). :func:`load_runs` reads a card's saved runs back.
 
 Outputs (``main``): ``scorecard.csv`` — one row per evaluation, columns
 ``setting,method,seed,round,cost,train_loss,test_accuracy``; ``arms.csv`` — the default's n in
@@ -46,8 +47,8 @@ from ..results import atomic_write_bytes, environment, write_json, write_table
 from ..selectors.base import Selector
 from .scorecard_settings import SETTINGS, Federation, check_settings, federation, method_id
 
-__all__ = ["ARM_COLUMNS", "COLUMNS", "WarmupThenFixed", "main", "run", "run_one", "summarise",
-           "warmup_then"]
+__all__ = ["ARM_COLUMNS", "COLUMNS", "WarmupThenFixed", "final_losses", "load_runs", "main",
+           "mean_and_se", "run", "run_one", "saved_methods", "summarise", "table", "warmup_then"]
 
 #: Columns of ``scorecard.csv``.
 COLUMNS = ("setting", "method", "seed", "round", "cost", "train_loss", "test_accuracy")
@@ -184,6 +185,41 @@ def _saved(path: Path) -> list[dict[str, Any]] | None:
         return None
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def saved_methods(store: str | Path, setting: str) -> list[str]:
+    """The methods with at least one run of ``setting`` saved in ``store`` (a card's ``runs/``
+    folder), sorted: ``default``, ``fedavg-<n>``, candidates, ``warmup-then-<n>``."""
+    folder = Path(store) / check_settings([setting])[0]
+    return sorted({f.name.rsplit("-seed", 1)[0] for f in folder.glob("*-seed*.csv")
+                   if not f.name.endswith(".arms.csv")})  # fmt: skip
+
+
+def load_runs(store: str | Path, setting: str, methods: list[str],
+              seeds: list[int]) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows (:data:`COLUMNS`, as strings, as ``scorecard.csv`` holds them) of every saved
+    run of ``methods`` × ``seeds`` of ``setting`` in ``store``, a card's ``runs/`` folder, as
+    :func:`summarise` and :func:`final_losses` read them.
+
+    Raises
+    ------
+    ValueError
+        Where ``store`` lacks one of them (the error names the first missing run). A saved run
+        is read whatever rule made it: a card rerun checks the default's ``.rule`` file, a
+        reader of saved runs does not.
+    """
+    setting = check_settings([setting])[0]
+    rows: list[dict[str, Any]] = []
+    for method in methods:
+        for seed in seeds:
+            path = Path(store) / setting / f"{method}-seed{seed}.csv"
+            saved = _saved(path)
+            if saved is None:
+                raise fail("store", "eegrad.examples.scorecard.load_runs",
+                           f"a folder holding every run asked for; {path} does not exist",
+                           str(store))  # fmt: skip
+            rows += saved
+    return rows
 
 
 def default_rule_of(setting: str) -> str:
@@ -328,7 +364,9 @@ def final_losses(rows: list[dict[str, Any]], final: str = "window") -> dict[str,
     return out
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
+def mean_and_se(values: list[float] | np.ndarray) -> tuple[float, float]:
+    """The mean of ``values`` (one per seed: final losses, or paired differences of two
+    methods on the same seeds) and its standard error s/√k over the k seeds (NaN for one)."""
     a = np.asarray(values, dtype=float)
     return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
 
@@ -338,46 +376,63 @@ def summarise(rows: list[dict[str, Any]], method: str = "default",
     """One setting's line of the card: the final loss of every method (mean, SE, seeds), the
     best and the median fixed n, ``method``'s ratio to both, its rank among the fixed n
     (1: better than all), and its paired difference to the best in standard errors. ``final``:
-    the final loss as :func:`final_losses` reads it (the card's window, or the final model)."""
+    the final loss as :func:`final_losses` reads it (the card's window, or the final model).
+
+    ``versus_median`` is ``method`` less the median fixed n (the blind guess), seed by seed,
+    in units of the best fixed n's mean loss: (mean, SE) over the seeds. The ratio
+    ``over_median`` compares means; this difference is paired, as every method of a seed
+    runs on the same data and devices, and so has the smaller SE. ``versus_default`` is the
+    same for ``method`` less the default (None for the default itself)."""
     finals = final_losses(rows, final)
     fixed = {m: v for m, v in finals.items() if m.startswith("fedavg-")}
     if method not in finals or not fixed:
         raise fail("rows", "eegrad.examples.scorecard.summarise",
                    f"rows of {method!r} and of at least one fixed n", sorted(finals))  # fmt: skip
-    stats = {m: (*_mean_se(list(v.values())), len(v)) for m, v in finals.items()}
+    stats = {m: (*mean_and_se(list(v.values())), len(v)) for m, v in finals.items()}
     order = sorted(fixed, key=lambda m: stats[m][0])
     best = order[0]
     median = float(np.median([stats[m][0] for m in order]))
     mine = stats[method][0]
     seeds = sorted(set(finals[method]) & set(finals[best]))
     diff = [finals[method][s] - finals[best][s] for s in seeds]
-    d_mean, d_se = _mean_se(diff)
+    d_mean, d_se = mean_and_se(diff)
     versus = None  # a candidate against the default, seed by seed, in the best's units
     if method != "default" and "default" in finals:
         both = sorted(set(finals[method]) & set(finals["default"]))
-        versus = _mean_se([(finals[method][s] - finals["default"][s]) / stats[best][0]
-                           for s in both])  # fmt: skip
+        versus = mean_and_se([(finals[method][s] - finals["default"][s]) / stats[best][0]
+                              for s in both])  # fmt: skip
+    # the median fixed n seed by seed: the middle one of the order by mean (the mean of the
+    # two middle ones where the number is even, as ``median`` is), on the seeds all of them ran
+    middle = order[(len(order) - 1) // 2: len(order) // 2 + 1]
+    shared = sorted(set(finals[method]).intersection(*(finals[m] for m in middle)))
+    versus_median = mean_and_se([(finals[method][s] - np.mean([finals[m][s] for m in middle]))
+                                 / stats[best][0] for s in shared])  # fmt: skip
     return {"method": method, "final_loss": stats, "best": best, "best_loss": stats[best][0],
             "median_loss": median, "over_best": mine / stats[best][0],
             "over_median": mine / median, "rank": 1 + sum(stats[m][0] < mine for m in order),
             "fixed": len(order), "ses_from_best": d_mean / d_se if d_se > 0 else float("nan"),
-            "below_median": mine <= median, "versus_default": versus}  # fmt: skip
+            "below_median": mine <= median, "versus_median": versus_median,
+            "versus_default": versus}  # fmt: skip
 
 
 def table(summaries: dict[str, dict[str, Any]], method: str = "default") -> str:
-    """The card as a Markdown table; a candidate's has a last column, its paired difference
-    to the default (mean ± SE over seeds, in units of the best fixed n's loss)."""
+    """The card as a Markdown table. Its column "− median" is the paired difference to the
+    median fixed n (mean ± SE over seeds, in % of the best fixed n's loss); a candidate's
+    table has a last column, its paired difference to the default (the same, in units of the
+    best fixed n's loss)."""
     versus = method != "default"
     lines = ["| setting | best fixed n | median fixed n | " + method + " | / best | / median | "
-             "rank | SEs from best |" + (" − default |" if versus else ""),
-             "|---|---|---|---|---|---|---|---|" + ("---|" if versus else "")]  # fmt: skip
+             "− median | rank | SEs from best |" + (" − default |" if versus else ""),
+             "|---|---|---|---|---|---|---|---|---|" + ("---|" if versus else "")]  # fmt: skip
     for name, s in summaries.items():
         st = SETTINGS[name]
         mean, se, _ = s["final_loss"][s.get("method", method)]
         b_mean, b_se, _ = s["final_loss"][s["best"]]
         line = (f"| ({st.letter}) {name}: {st.summary} | {s['best'].removeprefix('fedavg-')}: "
                 f"{b_mean:.4f} ± {b_se:.4f} | {s['median_loss']:.4f} | {mean:.4f} ± {se:.4f} | "
-                f"{s['over_best']:.3f} | {s['over_median']:.3f} | {s['rank']} of "
+                f"{s['over_best']:.3f} | {s['over_median']:.3f} | "
+                f"{100 * s['versus_median'][0]:+.1f} % ± {100 * s['versus_median'][1]:.1f} % | "
+                f"{s['rank']} of "
                 f"{s['fixed'] + 1} | {s['ses_from_best']:+.1f} |")  # fmt: skip
         if versus:
             v = s.get("versus_default")
@@ -548,7 +603,9 @@ def main(out: str | Path = "results/flower_scorecard", *, quick: bool = False,
     command = command or f"eegrad example flower-scorecard{' --quick' if quick else ''}"
     text = [(f"# The scorecard of federations\n\n`{command}` ({seeds} seeds; final training loss "
              f"= the mean of the last {LAST:.0%} of a run's evaluations, then mean ± SE over "
-             "seeds; SEs from best: the paired difference to the best fixed n over its SE)\n")]
+             "seeds; − median: the paired difference to the median fixed n, mean ± SE over "
+             "seeds in % of the best fixed n's loss; SEs from best: the paired difference to "
+             "the best fixed n over its SE)\n")]
     for m in methods:
         text += [f"\n## {m}\n", table(summaries[m], m), ""]
     text += ["\n## default, the final model\n",
