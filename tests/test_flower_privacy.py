@@ -2,6 +2,7 @@
 accounting against dp-accounting, the limit on ε, and the refusal of Flower's fixed-n wrappers."""
 
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -218,3 +219,35 @@ def test_auto_noise_spends_the_budget_over_the_planned_rounds_at_every_n():
     n = np.arange(1, strategy.N + 1)
     np.testing.assert_allclose(strategy.selector.release_noise, 4 * (zN * 2.0 / n) ** 2)
     assert strategy.records[-1]["epsilon"] <= eps
+
+
+@pytest.mark.parametrize("start", [0.01, 0.7, 3.0, 40.0])
+@pytest.mark.parametrize("root", [0.05, 1.3, 17.0])
+def test_least_passing_scale_brackets_the_root_of_a_closed_form(root, start):
+    """On excess(z) = ln((root/z)^a) (a = 2, and a curved ln(1 + (root/z)^3) − ln 2), whose root
+    is known: the z returned passes, the root lies within rtol·z below it, and it takes fewer
+    calls than bisection's ⌈log2(1/rtol)⌉ after the bracket."""
+    from eegrad.flower.privacy import least_passing_scale
+
+    rtol = 1e-3
+    for excess in (lambda z: 2.0 * math.log(root / z),
+                   lambda z: math.log1p((root / z) ** 3) - math.log(2.0)):  # fmt: skip
+        calls = []
+
+        def counted(z, excess=excess, calls=calls):
+            calls.append(z)
+            return excess(z)
+
+        z = least_passing_scale(counted, start=start, rtol=rtol)
+        assert excess(z) <= 0
+        assert root >= z * (1 - rtol)
+        bracket = 1 + abs(math.ceil(math.log2(root / start)))
+        assert len(calls) < bracket + math.ceil(math.log2(1 / rtol)), (len(calls), bracket)
+
+
+def test_least_passing_scale_stops_at_its_floor():
+    from eegrad.flower.privacy import least_passing_scale
+
+    # every z passes: the halving stops below the floor and returns the least z tried
+    z = least_passing_scale(lambda z: -1.0, start=1.0, floor=1e-3)
+    assert 5e-4 <= z < 1e-3

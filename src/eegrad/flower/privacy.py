@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,8 +47,8 @@ import numpy as np
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 
 __all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
-           "calibrate_noise",
-           "epsilon_spent", "fixed_n_wrappers", "refuse_fixed_n_wrappers", "strategy_chain"]
+           "calibrate_noise", "epsilon_spent", "fixed_n_wrappers", "least_passing_scale",
+           "refuse_fixed_n_wrappers", "strategy_chain"]
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
 SPREAD_SCALE = 0.5
@@ -185,24 +185,73 @@ def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, populatio
     """The noise multiplier z with which ``rounds`` releases of n of ``population`` nodes
     (sampled without replacement, replace-one neighbours: Flower's RDP accountant, as
     :class:`CentralDP` composes them) spend ``epsilon`` at ``delta``: the least z, to a relative
-    ``rtol``, whose ε is at most ``epsilon`` (bisection; ε falls as z grows). ``start``: a
-    guess (e.g. the z of n − 1, which is smaller). Cached: a process calibrates each
-    setting once."""
+    ``rtol``, whose ε is at most ``epsilon`` (:func:`least_passing_scale`, on ln ε; ε falls as
+    z grows).
+    ``start``: a guess (e.g. the z of n − 1, which is smaller). Cached: a process calibrates
+    each setting once."""
     owner = "calibrate_noise"
     check_integer(n, "n", owner, ge=1)
     check_integer(rounds, "rounds", owner, ge=1)
     check_real(epsilon, "epsilon", owner, gt=0)
     check_integer(population, "population", owner, ge=n)
-    lo = hi = float(start) if start is not None else 1.0
-    while epsilon_spent(hi, n, rounds, delta, population) > epsilon:
-        lo, hi = hi, hi * 2.0
-    if lo == hi:
+    return least_passing_scale(
+        lambda z: math.log(epsilon_spent(z, n, rounds, delta, population) / epsilon),
+        start=1.0 if start is None else float(start), rtol=rtol)  # fmt: skip
+
+
+def least_passing_scale(excess: Callable[[float], float], *, start: float = 1.0,
+                        rtol: float = 1e-3, floor: float = 1e-3) -> float:
+    r"""The least z > 0, to a relative ``rtol``, with :math:`\mathrm{excess}(z) \le 0`, for an
+    ``excess`` that falls as z grows (:func:`calibrate_noise`: :math:`\ln(\varepsilon(z) /
+    \varepsilon_{\max})`): a z that passes, with the root within ``rtol`` z below it (where
+    every z down to ``floor`` passes, the least z tried, below ``floor``).
+
+    A bracket by doubling (or halving) from ``start``, then false position on (ln z, excess),
+    Illinois's variant (the end that stays has its excess halved), each step aimed half
+    ``rtol`` past the estimate towards the end that stayed, so that the bracket closes from
+    both ends, and a bisection wherever three steps did not halve the bracket. Each call of
+    ``excess`` is an RDP accountant's composition, so the calls are what counts: calibrating
+    n = 1..20 of 200 nodes over 100 rounds takes 133 calls where bisection takes 240, and
+    n = 1..8 of 8 nodes over 30 rounds 42 where it takes 96
+    (``python benchmarks/bench_calibrate_noise.py``).
+    """
+    lo = hi = start
+    f_hi = excess(hi)
+    f_lo = f_hi
+    while f_hi > 0:
+        lo, f_lo = hi, f_hi
+        hi *= 2.0
+        f_hi = excess(hi)
+    if lo == hi:  # start passes: halve down to a z that does not
         lo = hi / 2.0
-        while lo > 1e-3 and epsilon_spent(lo, n, rounds, delta, population) <= epsilon:
-            lo, hi = lo / 2.0, lo
+        f_lo = excess(lo)
+        while lo > floor and f_lo <= 0:
+            hi, f_hi = lo, f_lo
+            lo /= 2.0
+            f_lo = excess(lo)
+        if f_lo <= 0:  # passes down to the floor
+            return lo
+    side, widths = 0, [hi - lo]
     while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if epsilon_spent(mid, n, rounds, delta, population) > epsilon else (lo, mid)
+        u_lo, u_hi = math.log(lo), math.log(hi)
+        if len(widths) > 3 and widths[-1] > 0.5 * widths[-4]:  # three steps without halving
+            u = 0.5 * (u_lo + u_hi)
+        else:  # the root's estimate, stepped half rtol past it towards the end that stayed
+            u = u_hi - f_hi * (u_hi - u_lo) / (f_hi - f_lo) - 0.5 * rtol * side
+        margin = 0.25 * rtol  # a step inside the bracket, off its ends
+        z = math.exp(min(max(u, u_lo + margin), u_hi - margin))
+        f_z = excess(z)
+        if f_z > 0:
+            lo, f_lo = z, f_z
+            if side == -1:
+                f_hi *= 0.5
+            side = -1
+        else:
+            hi, f_hi = z, f_z
+            if side == 1:
+                f_lo *= 0.5
+            side = 1
+        widths.append(hi - lo)
     return hi
 
 
