@@ -13,7 +13,7 @@ from eegrad import (
     ProtocolError,
     SpreadThompson,
 )
-from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minimum
+from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minima, nonnegative_minimum
 from eegrad.testing import check_rule
 
 K, D = 20, 6
@@ -106,6 +106,7 @@ def test_nonnegative_minimum_is_the_non_negative_least_squares(k):
     from scipy.optimize import nnls
 
     rng = np.random.default_rng(k)
+    As, bs, refs = [], [], []
     for _ in range(50):
         M = rng.normal(size=(k + 2, k))
         A, b = M.T @ M, rng.normal(size=k)
@@ -114,7 +115,15 @@ def test_nonnegative_minimum_is_the_non_negative_least_squares(k):
         got = nonnegative_minimum(A, b)
         assert np.all(got >= 0)
         np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
+        As.append(A), bs.append(b), refs.append(ref)
     assert nonnegative_minimum(np.zeros((k, k)), np.ones(k)) is None  # no evidence
+    # All rows at once, with rows of no evidence (zero, non-finite) among them: the same fits.
+    As += [np.zeros((k, k)), np.full((k, k), np.nan)]
+    bs += [np.ones(k), np.ones(k)]
+    fits, found = nonnegative_minima(np.array(As), np.array(bs))
+    np.testing.assert_array_equal(found, [True] * 50 + [False, False])
+    np.testing.assert_allclose(fits[:50], refs, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(fits[50:], 0.0)
 
 
 def test_persistence_recovers_the_curvature_of_a_quadratic():
@@ -124,29 +133,32 @@ def test_persistence_recovers_the_curvature_of_a_quadratic():
     # the persistence over pairs of rounds, averaged over 10 seeds, is within 4 SE (spread
     # across seeds / sqrt(10)) of it, for both.
     lam, d = 2.0, 40
-    fits = []
-    for seed in range(10):
-        rng = np.random.default_rng(seed)
-        rule = _rule(discount=1.0, seed=seed)
-        rule.init(1, K, d)
-        w = rng.standard_normal(d)
-        w *= 1.0 / (lam * np.linalg.norm(w))  # ‖∇F‖ = 1
-        gains = 0.05 * (1.0 + 3.0 * np.arange(K)[::-1] / K)  # longer updates for small n
-        v0 = 0.5 / np.arange(1, K + 1)  # the normalised noise, trace of ξ's covariance
-        signal = gains**2  # ‖∇F‖² = 1
-        noise = gains**2 * v0
-        rule.signal = lambda s=signal: s[None]  # the truth, so that the fit alone is tested
-        rule.predicted = lambda v=noise: v[None]
-        for _ in range(400):
+    seeds = range(10)  # the rule's 10 realizations (rows), each row its seed's draws
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    rule = _rule(discount=1.0, seed=0)
+    rule.init(len(seeds), K, d)
+    w = np.array([rng.standard_normal(d) for rng in rngs])
+    w *= 1.0 / (lam * np.linalg.norm(w, axis=1, keepdims=True))  # ‖∇F‖ = 1
+    gains = 0.05 * (1.0 + 3.0 * np.arange(K)[::-1] / K)  # longer updates for small n
+    v0 = 0.5 / np.arange(1, K + 1)  # the normalised noise, trace of ξ's covariance
+    signal = gains**2  # ‖∇F‖² = 1
+    noise = gains**2 * v0
+    rows = len(seeds)
+    rule.signal = lambda: np.tile(signal, (rows, 1))  # the truth, so that the fit alone is tested
+    rule.predicted = lambda: np.tile(noise, (rows, 1))
+    for _ in range(400):
+        arms = np.empty((2, rows), dtype=np.int64)
+        u, u2 = np.empty((rows, d)), np.empty((rows, d))
+        for r, rng in enumerate(rngs):
             n, n2 = rng.integers(0, K, 2)
-            g = lam * w
-            u = gains[n] * (g + rng.standard_normal(d) * np.sqrt(v0[n] / d))
-            u2 = gains[n2] * (lam * (w - u) + rng.standard_normal(d) * np.sqrt(v0[n2] / d))
-            rule.forget_persistence()
-            rule.tell_signal(np.array([n]), np.array([u @ u]))
-            rule.tell_signal(np.array([n2]), np.array([u2 @ u2]), np.array([u2 @ u]))
-        fits.append(rule.curvature()[0])
-    fits = np.array(fits)
+            arms[:, r] = n, n2
+            u[r] = gains[n] * (lam * w[r] + rng.standard_normal(d) * np.sqrt(v0[n] / d))
+            u2[r] = gains[n2] * (lam * (w[r] - u[r]) + rng.standard_normal(d) *
+                                 np.sqrt(v0[n2] / d))  # fmt: skip
+        rule.forget_persistence()
+        rule.tell_signal(arms[0], np.einsum("rd,rd->r", u, u))
+        rule.tell_signal(arms[1], np.einsum("rd,rd->r", u2, u2), np.einsum("rd,rd->r", u2, u))
+    fits = rule.curvature()
     truth = lam / 2.0  # λ/(2‖∇F‖)
     for j in range(2):
         _mc_check(fits[:, j], truth)
@@ -228,26 +240,28 @@ def test_signal_curve_is_unbiased_without_discount():
     # (spread across seeds / sqrt(12)) of the truth, plus 5 %: each round's own noise is its
     # spread times the model's ratio at the θ̂ fitted so far, a plug-in whose bias falls as the
     # rounds grow (measured: within 3.5 % at 1,600 rounds, 10 % at 400).
-    fits = []
-    for seed in range(12):
-        rule = _rule(discount=1.0, shape_discount=1.0, seed=seed)
-        rule.init(1, K, D)
-        rng = np.random.default_rng(seed)
-        mu = _world(seed)
-        g = np.full(D, 1.0 / np.sqrt(D))
-        gains = np.exp(0.75 * ELL)
-        for t in range(1200):
-            n = 2 + t % (K - 1)  # n = 2..K (n = 1 has no spread)
+    # The 12 seeds are the rule's 12 realizations (rows), each row its seed's world and draws.
+    seeds = range(12)
+    rule = _rule(discount=1.0, shape_discount=1.0, seed=0)
+    rule.init(len(seeds), K, D)
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    mus = [_world(seed) for seed in seeds]
+    g = np.full(D, 1.0 / np.sqrt(D))
+    gains = np.exp(0.75 * ELL)
+    for t in range(1200):
+        n = 2 + t % (K - 1)  # n = 2..K (n = 1 has no spread)
+        w = np.full((len(seeds), n), OMEGA[n - 1])
+        parts = np.empty((len(seeds), n, D))
+        for r, (rng, mu) in enumerate(zip(rngs, mus, strict=True)):
             c = rng.choice(K, n, replace=False)
-            w = np.full(n, OMEGA[n - 1])
-            e = rng.standard_normal((n, D)) * np.sqrt(50.0 / w / D)[:, None]
-            parts = gains[n - 1] * (g + mu[c] + e)
-            rule._pending = np.array([n - 1])
-            rule.tell_parts(np.array([n - 1]), parts[None], w[None])
-            mean = np.average(parts, axis=0, weights=w)
-            rule.tell_signal(np.array([n - 1]), np.array([mean @ mean]))
-        fits.append(rule.signal()[0][[0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2)
-    fits = np.array(fits)
+            e = rng.standard_normal((n, D)) * np.sqrt(50.0 / w[r] / D)[:, None]
+            parts[r] = gains[n - 1] * (g + mu[c] + e)
+        arms = np.full(len(seeds), n - 1)
+        rule._pending = arms
+        rule.tell_parts(arms, parts, w)
+        mean = np.einsum("rk,rkd->rd", w, parts) / w.sum(axis=1, keepdims=True)
+        rule.tell_signal(arms, np.einsum("rd,rd->r", mean, mean))
+    fits = rule.signal()[:, [0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2
     se = fits.std(axis=0, ddof=1) / np.sqrt(len(fits))
     assert np.all(np.abs(fits.mean(axis=0) - 1.0) < 4 * se + 0.05), (fits.mean(axis=0), se)
 

@@ -748,15 +748,13 @@ class ProgressThompson(SpreadThompson):
         A, b = self._persist_A, self._persist_b
         out = np.repeat(prior[:, None], 2, axis=1)
         equal = self.shrinks_curvature()
-        for r in range(A.shape[0]):
-            fit = nonnegative_minimum(A[r], b[r])
-            if fit is None:
-                continue
-            out[r] = fit
-            if equal[r] and self._persist_pairs[r] > 3:
-                rss = self._persist_zz[r] - 2.0 * b[r] @ fit + fit @ A[r] @ fit
-                sigma2 = max(float(rss), 0.0) / (self._persist_pairs[r] - 2.0)
-                out[r] = self.shrink_to_prior(fit, A[r], sigma2, prior[r])
+        fits, found = nonnegative_minima(A, b)
+        out[found] = fits[found]
+        for r in np.flatnonzero(found & equal & (self._persist_pairs > 3)):
+            fit = fits[r]
+            rss = self._persist_zz[r] - 2.0 * b[r] @ fit + fit @ A[r] @ fit
+            sigma2 = max(float(rss), 0.0) / (self._persist_pairs[r] - 2.0)
+            out[r] = self.shrink_to_prior(fit, A[r], sigma2, prior[r])
         out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
         return out
 
@@ -905,25 +903,41 @@ def nonnegative_minimum(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     semi-definite), shape (k,) (None: no evidence). Every face of the orthant is tried: the
     unconstrained minimum over each subset of free components (a subset whose block of A is
     singular is skipped), the others at 0; the feasible one of least value wins (first in the
-    order: all free, then fewer)."""
-    if not np.all(np.isfinite(A)) or np.trace(A) <= 0:
-        return None
-    k = A.shape[0]
-    candidates = []
+    order: all free, then fewer). One row of :func:`nonnegative_minima`."""
+    fit, found = nonnegative_minima(A[None], b[None])
+    return fit[0] if found[0] else None
+
+
+def nonnegative_minima(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nonnegative_minimum` of every row at once: A shape (R, k, k), b shape (R, k);
+    returns the minimisers, shape (R, k) (0 where none), and where there was evidence, shape
+    (R,) (a finite A of positive trace). Each face of the orthant is solved for all rows in
+    one batched call, so a Monte Carlo run of R realizations costs no Python loop over them."""
+    R, k = b.shape
+    trace = np.trace(A, axis1=1, axis2=2)
+    found = np.all(np.isfinite(A), axis=(1, 2)) & (trace > 0)
+    A = np.where(found[:, None, None], A, 0.0)
+    best = np.zeros((R, k))
+    value = np.where(found, 0.0, np.inf)  # the last candidate, λ = 0, is feasible: value 0
+    first = np.full(R, np.inf)  # the least value among the faces tried so far
+    chosen = np.zeros(R, dtype=bool)
     for size in range(k, 0, -1):
         for free in itertools.combinations(range(k), size):
-            block = A[np.ix_(free, free)]
-            if abs(np.linalg.det(block)) <= 1e-12 * np.trace(block) ** size:
-                continue
-            lam = np.zeros(k)
             idx = list(free)
-            lam[idx] = b[idx] / block[0, 0] if size == 1 else np.linalg.solve(block, b[idx])
-            candidates.append(lam)
-    candidates.append(np.zeros(k))
-    best, value = None, np.inf
-    for lam in candidates:
-        if np.all(lam >= 0):
-            v = float(lam @ A @ lam - 2.0 * b @ lam)
-            if v < value:
-                best, value = lam, v
-    return best
+            block = A[:, idx][:, :, idx]
+            det = np.linalg.det(block)
+            ok = found & (np.abs(det) > 1e-12 * np.trace(block, axis1=1, axis2=2) ** size)
+            lam = np.zeros((R, k))
+            if size == 1:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    lam[:, idx] = b[:, idx] / block[:, :1, 0]
+            else:
+                safe = np.where(ok[:, None, None], block, np.eye(size))
+                lam[:, idx] = np.linalg.solve(safe, b[:, idx][..., None])[..., 0]
+            v = np.einsum("ri,rij,rj->r", lam, A, lam) - 2.0 * np.einsum("ri,ri->r", b, lam)
+            take = ok & np.all(lam >= 0, axis=1) & (v < first)
+            best[take], first[take] = lam[take], v[take]
+            chosen |= take
+    zero = found & (~chosen | (value < first))  # λ = 0 wins where no face is better
+    best[zero] = 0.0
+    return best, found
