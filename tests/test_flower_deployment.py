@@ -22,7 +22,7 @@ pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's tes
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BIN = Path(sys.executable).parent  # Flower's commands, from the interpreter running the tests
-ROUNDS, NODES = 3, 2
+ROUNDS, NODES = 2, 2
 
 
 def _free_port() -> int:
