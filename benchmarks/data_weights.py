@@ -46,21 +46,7 @@ def data_weighted(fed: Any) -> Any:
     return fed
 
 
-def job(*task: Any) -> tuple[list[dict], list[dict]]:
-    """One federation of the card (a task of ``scorecard.plan``), its clients data-weighted."""
-    from eegrad.examples import scorecard
-
-    if not getattr(scorecard, "_data_weighted", False):  # once per worker process
-        plain = scorecard.federation
-        scorecard.federation = lambda name, seed, rounds, quick=False: data_weighted(
-            plain(name, seed, rounds, quick))  # fmt: skip
-        scorecard._data_weighted = True
-    return scorecard._job(*task)
-
-
 def main() -> None:
-    import joblib
-
     from eegrad.examples import scorecard
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -69,11 +55,9 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--settings", nargs="+", required=True)
     args = p.parse_args()
-    todo = [t for t in scorecard.plan(args.settings, list(range(args.seeds)))
-            if t[1].startswith("fedavg-")]  # the fixed n alone (the default's rows mean nothing)
-    parts = joblib.Parallel(n_jobs=args.jobs, backend="loky")(
-        joblib.delayed(job)(*t, args.out / "runs", False) for t in todo)
-    rows = [r for part, _ in parts for r in part]
+    # the fixed n alone (the default's rows would mean nothing), in a store of their own
+    rows, _ = scorecard.run(args.settings, list(range(args.seeds)), jobs=args.jobs,
+                            store=args.out / "runs", default=False, adapt=data_weighted)  # fmt: skip
     for setting in args.settings:
         # the card's summary, read at any fixed n: its best and median fixed n, every mean
         s = scorecard.summarise([r for r in rows if r["setting"] == setting], "fedavg-1")

@@ -101,6 +101,41 @@ def test_a_plan_without_fixed_n_holds_the_default_and_the_candidates_alone():
     assert [t[1] for t in alone] == ["default", "same", "default", "same"]
     assert alone == [t for t in full if not t[1].startswith("fedavg-")]
     assert len(full) > len(alone)
+    # default=False (a study of the fixed n alone): the full plan less the default's runs.
+    fixed = sc.plan(["fedsgd"], [0, 1], quick=True, default=False)
+    assert fixed == [t for t in full if t[1].startswith("fedavg-")]
+
+
+def test_adapt_changes_the_federation_before_its_run():
+    # A study's change of the federation (here: every client's reply weighted 1) reaches the
+    # run: the same federation without it gives other rows, and with it the rows are its own.
+    seen = []
+
+    def unweighted(fed):
+        seen.append(fed.K)
+        inner_app = fed.client_app
+
+        def client_app():
+            inner = inner_app()
+            app = ClientApp()
+
+            @app.train()
+            def train(msg, context):
+                reply = inner(msg, context)
+                reply.content["metrics"]["num-examples"] = 1
+                return reply
+
+            return app
+
+        fed.client_app = client_app
+        return fed
+
+    kw = {"rounds": 4, "eval_every": 2, "quick": True}
+    plain, _ = sc.run_one("local-steps", "fedavg-6", 0, **kw)
+    changed, _ = sc.run_one("local-steps", "fedavg-6", 0, adapt=unweighted, **kw)
+    assert seen == [20]  # called once, with the federation of 20 clients
+    assert [r["round"] for r in changed] == [r["round"] for r in plain]
+    assert [r["train_loss"] for r in changed] != [r["train_loss"] for r in plain]
 
 
 def test_warmup_reference_plays_the_defaults_warmup_then_the_best_fixed_n(tmp_path):

@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +130,16 @@ def _fixed_ns(N: int, quick: bool) -> list[int]:
 
 
 def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: int,
-            candidate: dict[str, Any] | None = None,
-            quick: bool = False) -> tuple[list[dict], list[dict]]:  # fmt: skip
+            candidate: dict[str, Any] | None = None, quick: bool = False,
+            adapt: Callable[[Federation], Federation] | None = None,
+            ) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """One federation of ``rounds`` rounds on an in-process grid: its evaluation rows and, for
     an EE-Grad strategy, the n of every round. ``method`` is ``"default"``, ``"fedavg-<n>"`` or
     the name of a ``candidate`` (keyword arguments of :class:`~eegrad.flower.EEGradStrategy`;
     a callable ``selector`` is called with the :class:`Federation` to build the run's rule),
-    which runs on the default's random streams (a candidate of no arguments is the default)."""
+    which runs on the default's random streams (a candidate of no arguments is the default).
+    ``adapt``: a study's change of the federation (e.g. of its ClientApp), applied to it before
+    the run (a picklable callable where the card runs in processes)."""
     import random
 
     from flwr.app import ConfigRecord, MetricRecord
@@ -147,6 +151,8 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
 
         torch.set_num_threads(1)  # one thread: the same rows whatever the machine's cores
     fed = federation(setting, seed, rounds, quick)
+    if adapt is not None:
+        fed = adapt(fed)
     # A candidate draws the default's streams (clients sampled, batches, the rule's draws):
     # common random numbers, so that its paired difference to the default is the rule's.
     mid = method_id(setting, "default" if candidate is not None else method)
@@ -237,7 +243,8 @@ def _saved_rule(path: Path) -> str | None:
 
 def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
          candidate: dict[str, Any] | None, quick: bool, store: Path | None,
-         progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+         progress: bool, adapt: Callable[[Federation], Federation] | None = None,
+         ) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """One federation, or its saved rows when ``store`` holds them (a ``default`` or
     ``warmup-then-<n>`` run only where the rule that made it, named in its ``.rule`` file, is
     today's default)."""
@@ -253,7 +260,7 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
     logging.getLogger("flwr").setLevel(logging.ERROR)
     t0 = time.perf_counter()
     rows, arms = run_one(setting, method, seed, rounds=rounds, eval_every=eval_every,
-                         candidate=candidate, quick=quick)  # fmt: skip
+                         candidate=candidate, quick=quick, adapt=adapt)  # fmt: skip
     if stem is not None:  # saved as it ends: an interrupted card loses nothing finished
         stem.parent.mkdir(parents=True, exist_ok=True)
         write_table(stem.with_suffix(".arms.csv"), arms, ARM_COLUMNS)
@@ -268,10 +275,10 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
 
 def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
          candidates: dict[str, dict[str, Any]] | None = None,
-         fixed: bool = True) -> list[tuple]:  # fmt: skip
+         fixed: bool = True, default: bool = True) -> list[tuple]:  # fmt: skip
     """The federations of a card: (setting, method, seed, rounds, eval_every, candidate, quick)
-    for the default, every fixed n that every seed affords (``fixed=False``: none), and each
-    candidate."""
+    for the default (``default=False``: none), every fixed n that every seed affords
+    (``fixed=False``: none), and each candidate."""
     todo = []
     for name in settings:
         s = SETTINGS[name]
@@ -279,8 +286,8 @@ def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
         eval_every = min(s.eval_every, rounds)
         ns = _fixed_ns(min(federation(name, seed, rounds, quick).N for seed in seeds),
                        quick) if fixed else []  # fmt: skip
-        methods = [("default", None), *[(f"fedavg-{n}", None) for n in ns],
-                   *(candidates or {}).items()]  # fmt: skip
+        methods = [*([("default", None)] if default else []),
+                   *[(f"fedavg-{n}", None) for n in ns], *(candidates or {}).items()]  # fmt: skip
         todo += [(name, m, seed, rounds, eval_every, c, quick) for seed in seeds
                  for m, c in methods]  # fmt: skip
     return todo
@@ -289,25 +296,31 @@ def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
 def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int = 1,
         store: Path | None = None, progress: bool = False,
         candidates: dict[str, dict[str, Any]] | None = None,
-        fixed: bool = True) -> tuple[list[dict], list[dict]]:  # fmt: skip
+        fixed: bool = True, default: bool = True,
+        adapt: Callable[[Federation], Federation] | None = None,
+        ) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Every federation of the card; (rows of :data:`COLUMNS`, rows of :data:`ARM_COLUMNS`).
     ``fixed=False`` runs the default and the candidates alone (no fixed n: a candidate paired
-    with the default, without the yardstick).
+    with the default, without the yardstick); ``default=False`` leaves the default out.
+    ``adapt`` changes every federation before it runs (:func:`run_one`): its runs are not the
+    card's, so give them a ``store`` of their own.
 
     Each federation is seeded by its own (setting, method, seed), so the rows are the same
     whatever ``jobs`` (joblib's loky processes) and whatever was saved in ``store`` before.
     """
-    todo = plan(settings, seeds, quick=quick, candidates=candidates, fixed=fixed)
-    return _execute(todo, jobs=jobs, store=store, progress=progress)
+    todo = plan(settings, seeds, quick=quick, candidates=candidates, fixed=fixed,
+                default=default)  # fmt: skip
+    return _execute(todo, jobs=jobs, store=store, progress=progress, adapt=adapt)
 
 
-def _execute(todo: list[tuple], *, jobs: int, store: Path | None,
-             progress: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+def _execute(todo: list[tuple], *, jobs: int, store: Path | None, progress: bool,
+             adapt: Callable[[Federation], Federation] | None = None,
+             ) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """The federations of ``todo`` (tuples of :func:`plan`) in joblib's loky processes."""
     import joblib
 
     parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
-        joblib.delayed(_job)(*t, store, progress) for t in todo)  # t ends with quick
+        joblib.delayed(_job)(*t, store, progress, adapt) for t in todo)  # t ends with quick
     rows = [r for part, _ in parts for r in part]
     arms = [a for _, part in parts for a in part]
     return rows, arms
