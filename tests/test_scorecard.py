@@ -213,6 +213,8 @@ def test_summary_ranks_against_the_fixed_n_with_paired_errors():
     blind = np.array([1.5 - (2.0 + 2.4) / 2, 1.7 - (2.0 + 2.8) / 2]) / 1.2
     assert s["versus_median"] == pytest.approx((blind.mean(), blind.std(ddof=1) / np.sqrt(2)))
     assert "| −" in sc.table({"fedsgd": s})  # the column of the paired difference, in %
+    assert np.isnan(sc.mean_and_se([1.0])[1])  # one seed: no SE
+    assert np.all(np.isnan(sc.mean_and_se([])))  # no seed in common: no difference
     fedavg = sc.summarise(rows, "fedavg-2")["versus_default"]
     paired = np.array([1.0 - 1.5, 1.4 - 1.7]) / 1.2
     assert fedavg == pytest.approx((paired.mean(), paired.std(ddof=1) / np.sqrt(2)))

@@ -195,7 +195,7 @@ def _saved(path: Path) -> list[dict[str, Any]] | None:
 
 def saved_methods(store: str | Path, setting: str) -> list[str]:
     """The methods with at least one run of ``setting`` saved in ``store`` (a card's ``runs/``
-    folder), sorted: ``default``, ``fedavg-<n>``, candidates, ``warmup-then-<n>``."""
+    folder; ``default``, ``fedavg-<n>``, candidates, ``warmup-then-<n>``), sorted by name."""
     folder = Path(store) / check_settings([setting])[0]
     return sorted({f.name.rsplit("-seed", 1)[0] for f in folder.glob("*-seed*.csv")
                    if not f.name.endswith(".arms.csv")})  # fmt: skip
@@ -379,8 +379,11 @@ def final_losses(rows: list[dict[str, Any]], final: str = "window") -> dict[str,
 
 def mean_and_se(values: list[float] | np.ndarray) -> tuple[float, float]:
     """The mean of ``values`` (one per seed: final losses, or paired differences of two
-    methods on the same seeds) and its standard error s/√k over the k seeds (NaN for one)."""
+    methods on the same seeds) and its standard error s/√k over the k seeds (NaN for one; both
+    NaN for none)."""
     a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return float("nan"), float("nan")
     return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
 
 

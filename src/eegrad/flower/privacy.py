@@ -194,8 +194,8 @@ def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, populatio
     check_integer(rounds, "rounds", owner, ge=1)
     check_real(epsilon, "epsilon", owner, gt=0)
     check_integer(population, "population", owner, ge=n)
-    return least_passing_scale(
-        lambda z: math.log(epsilon_spent(z, n, rounds, delta, population) / epsilon),
+    return least_passing_scale(  # ε > 0 at every finite z; the floor only guards the log
+        lambda z: math.log(max(epsilon_spent(z, n, rounds, delta, population), 1e-300) / epsilon),
         start=1.0 if start is None else float(start), rtol=rtol)  # fmt: skip
 
 
