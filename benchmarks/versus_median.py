@@ -33,20 +33,22 @@ def main() -> None:
     p.add_argument("--before", type=Path, help="the runs/ folder of an earlier default")
     args = p.parse_args()
     seeds = list(range(args.seeds))
-    print("| setting | seeds | default − median fixed n | before − median fixed n | "
-          "default − before |")
-    print("|---|---|---|---|---|")
+    columns = ["default − median fixed n"]
+    if args.before is not None:
+        columns += ["before − median fixed n", "default − before"]
+    print("| setting | seeds | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
     for setting in args.settings:
         fixed = [m for m in scorecard.saved_methods(args.store, setting)
                  if m.startswith("fedavg-")]  # fmt: skip
         rows = scorecard.load_runs(args.store, setting, ["default", *fixed], seeds)
-        line = [_percent(scorecard.summarise(rows)["versus_median"]), "", ""]
+        line = [_percent(scorecard.summarise(rows)["versus_median"])]
         if args.before is not None:
             before = [{**r, "method": "before"}
                       for r in scorecard.load_runs(args.before, setting, ["default"], seeds)]
             s = scorecard.summarise(rows + before, "before")
             back = s["versus_default"]  # before less the default
-            line[1:] = [_percent(s["versus_median"]), _percent((-back[0], back[1]))]
+            line += [_percent(s["versus_median"]), _percent((-back[0], back[1]))]
         print(f"| {setting} | {len(seeds)} | " + " | ".join(line) + " |")
 
 
