@@ -111,6 +111,24 @@ class WarmWithoutTwo(ProgressThompson):
         self.warmup = [w for w in self.warmup if w != 1]
 
 
+class WarmAscending(ProgressThompson):
+    """``warm-ascending``: the warm-up's arms from the fewest clients up (2, √(2N), N), where
+    the default asks N, 2, √(2N): the rounds of few clients come while the model is at its
+    start."""
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth=truth, streams=streams)
+        self.warmup = sorted(self.warmup)
+
+
+class WarmDescending(ProgressThompson):
+    """``warm-descending``: the warm-up's arms from the most clients down (N, √(2N), 2)."""
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth=truth, streams=streams)
+        self.warmup = sorted(self.warmup, reverse=True)
+
+
 class NonNegativeFit(ProgressThompson):
     """``nnls``: the noise's parameters (and each draw of them) projected onto θ >= 0 in the
     fit's own metric, where the default sets each negative component to 0."""
@@ -353,6 +371,8 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "mean-for-one": MeanForOne,
     "wide": Wide,
     "warm-20-6": WarmWithoutTwo,
+    "warm-ascending": WarmAscending,
+    "warm-descending": WarmDescending,
     "nnls": NonNegativeFit,
     "signal-spread": SignalFromSpread,
     "scalar-rate": ScalarRate,
