@@ -337,6 +337,17 @@ class UnshrunkCurvature(ProgressThompson):
         return np.zeros(self._shape[0], bool)
 
 
+class StiffOvershoot(ProgressThompson):
+    """``stiff-overshoot``: where the steps differ and the rounds left h are told, the signal's
+    overshoot charged 1/h (it is made along the stiff directions, which the later rounds
+    forget within a round: only the last round's reaches the end) and the noise 1/√h as the
+    default charges both (the module's notes, *The run's end*)."""
+
+    def curvature_weight(self) -> np.ndarray:
+        w = super().curvature_weight()  # (R, 1): 1/√h where the steps differ, else 1
+        return np.concatenate([w * w, w], axis=1)  # (Λ_g's, Λ_ξ's): 1/h and 1/√h
+
+
 class ShrunkCurvature(ProgressThompson):
     """``shrunk-curvature``: the curvature's costs shrunk towards their prior by their evidence
     wherever the clients report their steps, where they differ between the arms too."""
@@ -387,6 +398,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "fitted-steps": FittedWhereStepsEqual,
     "unshrunk-curvature": UnshrunkCurvature,
     "shrunk-curvature": ShrunkCurvature,
+    "stiff-overshoot": StiffOvershoot,
     "zero-curvature-prior": ZeroCurvaturePrior,
 }
 
