@@ -914,13 +914,10 @@ def nonnegative_minima(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
     (R,) (a finite A of positive trace). Each face of the orthant is solved for all rows in
     one batched call, so a Monte Carlo run of R realizations costs no Python loop over them."""
     R, k = b.shape
-    trace = np.trace(A, axis1=1, axis2=2)
-    found = np.all(np.isfinite(A), axis=(1, 2)) & (trace > 0)
+    found = np.all(np.isfinite(A), axis=(1, 2)) & (np.trace(A, axis1=1, axis2=2) > 0)
     A = np.where(found[:, None, None], A, 0.0)
     best = np.zeros((R, k))
-    value = np.where(found, 0.0, np.inf)  # the last candidate, λ = 0, is feasible: value 0
-    first = np.full(R, np.inf)  # the least value among the faces tried so far
-    chosen = np.zeros(R, dtype=bool)
+    first = np.full(R, np.inf)  # the least value among the feasible faces tried so far
     for size in range(k, 0, -1):
         for free in itertools.combinations(range(k), size):
             idx = list(free)
@@ -937,7 +934,5 @@ def nonnegative_minima(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
             v = np.einsum("ri,rij,rj->r", lam, A, lam) - 2.0 * np.einsum("ri,ri->r", b, lam)
             take = ok & np.all(lam >= 0, axis=1) & (v < first)
             best[take], first[take] = lam[take], v[take]
-            chosen |= take
-    zero = found & (~chosen | (value < first))  # λ = 0 wins where no face is better
-    best[zero] = 0.0
+    best[first > 0] = 0.0  # the last candidate, λ = 0 (value 0), wins where no face is below it
     return best, found
