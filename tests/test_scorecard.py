@@ -377,3 +377,14 @@ def test_a_saved_default_run_is_reused_only_under_the_same_default_rule(tmp_path
     sc._execute(todo, jobs=1, store=store, progress=False)
     assert calls == ["default", "fedavg-2", "default", "default"]
     assert rule_file.read_text().strip() == sc.default_rule_of("fedsgd")
+
+
+def test_run_takes_its_store_as_a_string_too(tmp_path):
+    """``store`` as ``load_runs`` takes it, a str or a Path: each run is saved under it, and a
+    second run with the other spelling reads the saved run back (before: a TypeError in the
+    worker, joining str paths)."""
+    store = tmp_path / "runs"
+    rows, _ = sc.run(["fedsgd"], [0], quick=True, store=str(store), fixed=False)
+    assert (store / "fedsgd" / "default-seed0.csv").exists()
+    again, _ = sc.run(["fedsgd"], [0], quick=True, store=store, fixed=False)
+    assert [float(r["train_loss"]) for r in again] == [float(r["train_loss"]) for r in rows]

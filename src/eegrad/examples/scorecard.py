@@ -294,7 +294,7 @@ def plan(settings: list[str], seeds: list[int], *, quick: bool = False,
 
 
 def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int = 1,
-        store: Path | None = None, progress: bool = False,
+        store: str | Path | None = None, progress: bool = False,
         candidates: dict[str, dict[str, Any]] | None = None,
         fixed: bool = True, default: bool = True,
         adapt: Callable[[Federation], Federation] | None = None,
@@ -313,12 +313,13 @@ def run(settings: list[str], seeds: list[int], *, quick: bool = False, jobs: int
     return _execute(todo, jobs=jobs, store=store, progress=progress, adapt=adapt)
 
 
-def _execute(todo: list[tuple], *, jobs: int, store: Path | None, progress: bool,
+def _execute(todo: list[tuple], *, jobs: int, store: str | Path | None, progress: bool,
              adapt: Callable[[Federation], Federation] | None = None,
              ) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """The federations of ``todo`` (tuples of :func:`plan`) in joblib's loky processes."""
     import joblib
 
+    store = None if store is None else Path(store)  # a str as well: the workers join paths
     parts = joblib.Parallel(n_jobs=jobs, backend="loky")(
         joblib.delayed(_job)(*t, store, progress, adapt) for t in todo)  # t ends with quick
     rows = [r for part, _ in parts for r in part]
