@@ -111,6 +111,30 @@ class WarmWithoutTwo(ProgressThompson):
         self.warmup = [w for w in self.warmup if w != 1]
 
 
+class TwoStatistics(ProgressThompson):
+    """``two-statistics``: each round's weighted spread beside its pair sum in the noise's fit
+    (two designs from one round, where the clients' samples differ)."""
+
+    uses_weighted_spread = True
+
+
+class TwoStatisticsWithoutTwo(TwoStatistics):
+    """``two-statistics-warm-n-6``: ``two-statistics``, the warm-up without its round of two."""
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth=truth, streams=streams)
+        self.warmup = [w for w in self.warmup if w != 1]
+
+
+class TwoStatisticsWithoutSix(TwoStatistics):
+    """``two-statistics-warm-n-2``: ``two-statistics``, the warm-up without its round of
+    √(2N)."""
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth=truth, streams=streams)
+        self.warmup = self.warmup[:2]
+
+
 class WarmAscending(ProgressThompson):
     """``warm-ascending``: the warm-up's arms from the fewest clients up (2, √(2N), N), where
     the default asks N, 2, √(2N): the rounds of few clients come while the model is at its
@@ -400,6 +424,9 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "shrunk-curvature": ShrunkCurvature,
     "stiff-overshoot": StiffOvershoot,
     "zero-curvature-prior": ZeroCurvaturePrior,
+    "two-statistics": TwoStatistics,
+    "two-statistics-warm-n-6": TwoStatisticsWithoutTwo,
+    "two-statistics-warm-n-2": TwoStatisticsWithoutSix,
 }
 
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {

@@ -178,6 +178,12 @@ class NumpyBackend(Backend):
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite parts: y is NaN, checked
             return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
 
+    def weighted_spread(self, parts: np.ndarray, weights: np.ndarray) -> float:
+        r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean (host float64)."""
+        g = np.asarray(parts, dtype=np.float64)
+        dev = g - (weights / weights.sum()) @ g
+        return float(weights @ np.einsum("md,md->m", dev, dev))
+
     def from_host(self, x: np.ndarray) -> np.ndarray:
         """A host float64 vector in the backend's dtype."""
         return x.astype(self.dtype)
@@ -252,6 +258,14 @@ class TorchBackend(Backend):
         dev = sub - sub.mean(dim=0)
         y = float(present.sum()) * float((dev * dev).sum().item())
         return p @ parts, y
+
+    def weighted_spread(self, parts: Any, weights: np.ndarray) -> float:
+        r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean, in float64
+        on the device (one scalar to the host)."""
+        w = self.torch.as_tensor(weights, dtype=self.torch.float64, device=self.device)
+        g = parts.to(self.torch.float64)
+        dev = g - (w / w.sum()) @ g
+        return float((w @ (dev * dev).sum(dim=1)).item())
 
     def from_host(self, x: np.ndarray) -> Any:
         """A host float64 vector as a tensor of the gradients' dtype on their device."""

@@ -390,7 +390,10 @@ class GradientEstimator:
                 f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
                 "contain NaN or Inf."
             )
-        self._record(mean, self._pair_evidence(y, w))
+        spread = None
+        if self._mode == "pairs" and self.selector.uses_weighted_spread:
+            spread = self._backend.weighted_spread(G, w)
+        self._record(mean, self._pair_evidence(y, w, spread=spread))
 
     def tell_part(self, part: Any, weight: float) -> None:
         r"""One part of the pending pull (a client's update, a worker's gradient), told as it
@@ -456,9 +459,13 @@ class GradientEstimator:
                        "the parts' spread", "spread=False")  # fmt: skip
         evidence = None
         if self._mode == "pairs":
+            spread = None  # the weighted spread, for a rule that reads it, where the parts' own
+            if pair_sum is None and self.selector.uses_weighted_spread:
+                spread = pull.weighted_spread()
             evidence = self._pair_evidence(
                 pull.pair_sum() if pair_sum is None else float(pair_sum),
-                pull.weights if weights is None else np.asarray(weights, np.float64), noisy)
+                pull.weights if weights is None else np.asarray(weights, np.float64), noisy,
+                spread)
         self._record_mean(pull.mean(), evidence)  # the accumulator checked every part
 
     def _check_told(self, call: str, name: str, value: Any, kind: type) -> str:
@@ -481,10 +488,11 @@ class GradientEstimator:
         self._ensure_backend(flat)
         self._record(self._backend.convert(flat), evidence)
 
-    def _pair_evidence(self, y: float, weights: np.ndarray,
-                       noisy: bool = False) -> Callable[[np.ndarray], None]:  # fmt: skip
+    def _pair_evidence(self, y: float, weights: np.ndarray, noisy: bool = False,
+                       spread: float | None = None) -> Callable[[np.ndarray], None]:  # fmt: skip
+        q = None if spread is None else np.array([spread])
         return lambda arms: self.selector.tell_pair_sums(arms, np.array([y]), weights[None],
-                                                         noisy=noisy)  # fmt: skip
+                                                         noisy=noisy, weighted_spread=q)  # fmt: skip
 
     def tell_sums(self, sums: SpreadSums) -> None:
         r"""Tell the pending pull from its parts' sums alone — what a server under secure

@@ -108,6 +108,11 @@ class Selector:
     #: Whether the rule learns from the parts of a pull (:meth:`tell_parts`): such a rule is
     #: told their pair sum and weights; any other rule is told their weighted mean.
     uses_parts: bool = False
+    #: Whether a rule that learns from parts also reads their weighted spread
+    #: :math:`\sum_i\omega_i\|g_i - \bar g\|^2` beside their pair sum (``weighted_spread`` of
+    #: :meth:`tell_pair_sums`): the estimator and :meth:`tell_parts` compute it, from the parts
+    #: themselves and never from a private release.
+    uses_weighted_spread: bool = False
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
     #: Whether the rule also learns from the squared norm of each pull's mean and its
@@ -283,12 +288,14 @@ class Selector:
             self._observe_summary(arms, inc)
 
     def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray, *,
-                       noisy: bool = False) -> None:  # fmt: skip
+                       noisy: bool = False, weighted_spread: Any = None) -> None:  # fmt: skip
         r"""Record a round from its parts' summary, for callers that keep the parts on a device:
         the pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`, shape (R,), and the parts'
         weights, shape (R, m) (:mod:`eegrad.spread`). Only rules that learn from parts
         (``uses_parts``) take it. ``noisy``: unbiased estimates from a private release
-        (:mod:`eegrad.flower.privacy`), which may be negative."""
+        (:mod:`eegrad.flower.privacy`), which may be negative. ``weighted_spread``: the same
+        parts' :math:`Q = \sum_i\omega_i\|g_i - \bar g\|^2`, shape (R,), a second statistic of
+        the round for a rule that reads it (``uses_weighted_spread``); not with ``noisy``."""
         self._check_pending(arms, "tell_pair_sums")
         R, _, _ = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.tell_pair_sums"
@@ -296,7 +303,13 @@ class Selector:
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 2 or w.shape[0] != R:
             raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
-        self._observe_pairs(arms, y, check_weights(w, owner, w.shape))
+        q = None
+        if weighted_spread is not None:
+            if noisy:
+                raise fail("weighted_spread", owner, "None with noisy=True (a private release "
+                           "gives the pair sum alone)", "given")  # fmt: skip
+            q = _per_realization(weighted_spread, "weighted_spread", owner, R)
+        self._observe_pairs(arms, y, check_weights(w, owner, w.shape), q)
 
     def tell_spread_sums(self, arms: np.ndarray, weighted_spread: np.ndarray, n: np.ndarray,
                          total_weight: np.ndarray, total_weight2: np.ndarray,
@@ -373,7 +386,11 @@ class Selector:
         if not np.all(np.isfinite(g)):
             raise fail("parts", owner, "finite (no NaN or Inf)", g)
         if self.uses_parts:
-            self._observe_pairs(arms, pair_sum(g, w), w)
+            q = None
+            if self.uses_weighted_spread:
+                mean = weighted_mean(g, w)
+                q = np.einsum("rm,rmd->r", w, np.square(g - mean[:, None, :]))
+            self._observe_pairs(arms, pair_sum(g, w), w, q)
         else:
             self._observe(arms, weighted_mean(g, w))
 
@@ -383,8 +400,10 @@ class Selector:
             raise ProtocolError(f"{self!r}: withdraw() without a pending ask()")
         self._pending = None
 
-    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray) -> None:
-        """Record a round from its parts' summary: pair sums (R,) and weights (R, m)."""
+    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray,
+                       weighted_spread: np.ndarray | None = None) -> None:  # fmt: skip
+        """Record a round from its parts' summary: pair sums (R,) and weights (R, m) (and
+        their weighted spread (R,), or None)."""
         raise ProtocolError(f"{self!r} does not learn from parts: tell it their mean")
 
     def _observe_summary(self, arms: np.ndarray, sq_increment: np.ndarray) -> None:

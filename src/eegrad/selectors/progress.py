@@ -636,7 +636,8 @@ class ProgressThompson(SpreadThompson):
         self._last = None
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
-                           coef: np.ndarray, line: np.ndarray) -> None:  # fmt: skip
+                           coef: np.ndarray, line: np.ndarray,
+                           second: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
         """The spread's statistic of a round, divided by the arm's gain² (the noise model is
         fitted in the units of the centre of the spend's range)."""
         scale = self._arm_scale()
@@ -649,7 +650,9 @@ class ProgressThompson(SpreadThompson):
             # finite-population correction).
             ratio = np.einsum("rk,rk->r", coef, theta) / np.einsum("rk,rk->r", x, theta)
             self._round_noise = np.where(np.isfinite(ratio), y * ratio, np.nan)
-        super()._observe_statistic(arms, y / gain2, x, coef, line)
+        if second is not None:
+            second = (second[0] / gain2, second[1])
+        super()._observe_statistic(arms, y / gain2, x, coef, line, second)
 
     def _arm_scale(self) -> np.ndarray | float:
         r""":math:`a_n^2 / a_0^2 = \exp(b_1\ell_n + b_2\ell_n^2)`, shape (R, N): the gain² of every

@@ -27,6 +27,14 @@ enters a discounted least-squares fit of :math:`\theta = (S^2, \tau^2)`; the pos
 approximated as :math:`\mathcal N(\hat\theta, \hat\phi A^{-1})`, A the weighted normal matrix and
 :math:`\hat\phi` the weighted residual variance (so drift of w widens it).
 
+**A second statistic of a round** (a subclass with ``uses_weighted_spread = True``; off here).
+Where the parts' weights differ within a round, their weighted spread
+:math:`Q = \sum_i\omega_i\|g_i - \bar g\|^2` weighs :math:`S^2` and :math:`\tau^2` otherwise
+than the pair sum (:math:`\mathbb E\,Q`: :func:`~eegrad.spread.sums_design`), so that the two
+identify both from fewer rounds; they enter the fit as two rows that share the round's n − 1
+degrees of freedom. Measured on the federated scorecard it moved the rule towards more clients
+where fewer were best (the federated guide, *Two statistics of a round*).
+
 **Several local steps** (``noise_order=2``). A client that runs E local epochs on the same
 :math:`\omega` samples returns an update whose noise falls faster than :math:`1/\omega`
 (``benchmarks/local_epochs_noise.py`` measures it); the second-order expansion of
@@ -211,14 +219,21 @@ class SpreadThompson(Selector):
             "with the n updates and their samples, not tell() with their mean."
         )
 
-    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray) -> None:
+    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray,
+                       weighted_spread: np.ndarray | None = None) -> None:  # fmt: skip
         present = weights > 0
         s = self._spend[arms][:, None] * present  # the spend of each part present
         line = np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
                          weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
+        second = None
+        if weighted_spread is not None and self.uses_weighted_spread:
+            inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+            second = (weighted_spread, sums_design(
+                line[:, 0], line[:, 3], (weights * weights).sum(axis=1), self.population,
+                inv.sum(axis=1) if self.noise_order == 2 else None)[0])
         self._observe_statistic(arms, y, pair_design(weights, self.noise_order),
                                 variance_coefficients(weights, self.population, self.noise_order),
-                                line)  # fmt: skip
+                                line, second)  # fmt: skip
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
                       W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
@@ -233,29 +248,39 @@ class SpreadThompson(Selector):
         self._observe_statistic(arms, spread, x, coef, line)
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
-                           coef: np.ndarray, line: np.ndarray) -> None:  # fmt: skip
+                           coef: np.ndarray, line: np.ndarray,
+                           second: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
         """One round's statistic y with E y = x·θ (the pair sum, or the weighted spread
-        of sums), the round's variance coefficients and its spend-line sums."""
+        of sums), the round's variance coefficients and its spend-line sums; ``second``, a
+        second statistic of the same round and its design (the weighted spread beside the
+        pair sum), shares the round's degrees of freedom with the first."""
         self._advance(arms)
         lam = self.discount
-        pairs = x[:, 0]
         nu = np.maximum(line[:, 0] - 1.0, 0.0)  # degrees of freedom, n − 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            xt = np.where(pairs[:, None] > 0, x / pairs[:, None], 0.0)
-            yt = np.where(pairs > 0, y / pairs, 0.0)
         for arr in (self._normal, self._moment, self._yy, self._nu, self._coef, self._pulls,
                     self._line):  # fmt: skip
             arr *= lam
         self._nu2 *= lam * lam
-        self._normal += nu[:, None, None] * xt[:, :, None] * xt[:, None, :]
-        self._moment += nu[:, None] * xt * yt[:, None]
-        self._yy += nu * yt * yt
-        self._nu += nu
-        self._nu2 += nu * nu
+        rows = [(y, x)] if second is None else [(y, x), second]
+        for y_j, x_j in rows:
+            self._add_row(y_j, x_j, nu / len(rows))
+        self._nu2 += nu * nu  # one round: its rows are not independent evidence
         self._coef[self._rows, arms] += coef
         self._pulls[self._rows, arms] += 1.0
         self._line += line
         self.rounds += 1
+
+    def _add_row(self, y: np.ndarray, x: np.ndarray, nu: np.ndarray) -> None:
+        """One statistic into the fit, normalised by its first design column and weighted
+        by ``nu``."""
+        pairs = x[:, 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            xt = np.where(pairs[:, None] > 0, x / pairs[:, None], 0.0)
+            yt = np.where(pairs > 0, y / pairs, 0.0)
+        self._normal += nu[:, None, None] * xt[:, :, None] * xt[:, None, :]
+        self._moment += nu[:, None] * xt * yt[:, None]
+        self._yy += nu * yt * yt
+        self._nu += nu
 
     # -- the fit -----------------------------------------------------------------------------------
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
