@@ -455,3 +455,20 @@ def test_weighted_spread_is_refused_beside_a_private_release():
     with pytest.raises(InvalidParameterError, match="'weighted_spread'"):
         rule.tell_pair_sums(arms, np.array([1.0]), np.ones((1, 4)),
                             weighted_spread=np.array([np.nan]))  # fmt: skip
+
+
+def test_weighted_spread_from_torch_parts_matches_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    a = GradientEstimator(_TwoStatistics(population=6), 6, T=1, dim=5, rng=2)
+    b = GradientEstimator(_TwoStatistics(population=6), 6, T=1, dim=5, rng=2)
+    for _ in range(10):
+        n = a.ask()
+        assert b.ask() == n
+        parts, w = rng.standard_normal((n, 5)), rng.integers(1, 9, n).astype(float)
+        a.tell_parts(parts, w)
+        b.tell_parts([torch.tensor(p) for p in parts], w)
+        for est in (a, b):
+            est.result()
+            est.next_iterate()
+    np.testing.assert_allclose(b.selector.fit()[0], a.selector.fit()[0], rtol=1e-9)
