@@ -108,7 +108,7 @@ class WarmWithoutTwo(ProgressThompson):
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup = [w for w in self.warmup if w != 1]
+        self.warmup_arms = [w for w in self.warmup_arms if w != 1]
 
 
 class TwoStatistics(ProgressThompson):
@@ -123,7 +123,7 @@ class TwoStatisticsWithoutTwo(TwoStatistics):
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup = [w for w in self.warmup if w != 1]
+        self.warmup_arms = [w for w in self.warmup_arms if w != 1]
 
 
 class TwoStatisticsWithoutSix(TwoStatistics):
@@ -132,7 +132,7 @@ class TwoStatisticsWithoutSix(TwoStatistics):
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup = self.warmup[:2]
+        self.warmup_arms = self.warmup_arms[:2]
 
 
 class WarmAscending(ProgressThompson):
@@ -142,7 +142,7 @@ class WarmAscending(ProgressThompson):
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup = sorted(self.warmup)
+        self.warmup_arms = sorted(self.warmup_arms)
 
 
 class WarmDescending(ProgressThompson):
@@ -150,7 +150,7 @@ class WarmDescending(ProgressThompson):
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup = sorted(self.warmup, reverse=True)
+        self.warmup_arms = sorted(self.warmup_arms, reverse=True)
 
 
 class NonNegativeFit(ProgressThompson):

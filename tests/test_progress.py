@@ -762,3 +762,16 @@ def test_last_round_must_be_a_bool():
     with pytest.raises(TypeError, match="'last_round' parameter of ProgressThompson must be a bool"):
         ProgressThompson(objective="rate", last_round="no")
     assert ProgressThompson(objective="rate", last_round=False).get_params()["last_round"] is False
+
+
+def test_the_cost_objectives_warm_up_on_two_clients_unless_told_otherwise():
+    rate = ProgressThompson(population=20, objective="rate")
+    rate.init(1, 20, 3)
+    assert rate.warmup_arms == [1, 1, 1]  # three rounds of two clients
+    told = ProgressThompson(population=20, objective="rate", warmup=[4, 4])
+    told.init(1, 20, 3)
+    assert told.warmup_arms == [3, 3]
+    assert told.get_params()["warmup"] == [4, 4]
+    decrease = ProgressThompson(population=20)
+    decrease.init(1, 20, 3)
+    assert decrease.warmup_arms == [19, 1, 5]

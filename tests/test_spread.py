@@ -472,3 +472,41 @@ def test_weighted_spread_from_torch_parts_matches_numpy():
             est.result()
             est.next_iterate()
     np.testing.assert_allclose(b.selector.fit()[0], a.selector.fit()[0], rtol=1e-9)
+
+
+# -- the warm-up as a parameter ------------------------------------------------------------------------
+def test_the_warm_up_is_a_parameter_with_the_default_unchanged():
+    rule = SpreadThompson(population=20)
+    rule.init(1, 20, 3)
+    assert rule.warmup_arms == [19, 1, 5]  # N, 2 and round(√40) = 6 clients
+    mine = SpreadThompson(population=20, warmup=[18, 12])
+    mine.init(1, 20, 3)
+    asked = []
+    for _ in range(2):
+        arms = mine.ask()
+        asked.append(int(arms[0]) + 1)
+        mine.tell_parts(arms, np.random.default_rng(len(asked)).standard_normal((1, arms[0] + 1, 3)),
+                        np.ones((1, arms[0] + 1)))  # fmt: skip
+    assert asked == [18, 12]
+    assert mine.get_params()["warmup"] == [18, 12]
+    assert type(mine)(**mine.get_params()).get_params() == mine.get_params()
+    assert "warmup" not in rule.get_params()
+
+
+@pytest.mark.parametrize(("warmup", "match"), [
+    ("20", "sequence of numbers of clients"),
+    (5, "sequence of numbers of clients"),
+    ([], "at least one round of n >= 2"),
+    ([1, 1], "at least one round of n >= 2"),
+    ([0, 4], "'warmup'"),
+    ([2.5], "'warmup'"),
+])  # fmt: skip
+def test_a_bad_warm_up_is_refused_by_name(warmup, match):
+    with pytest.raises((InvalidParameterError, TypeError), match=match):
+        SpreadThompson(warmup=warmup)
+
+
+def test_a_warm_up_beyond_the_arms_is_refused_at_init():
+    rule = SpreadThompson(warmup=[30, 2])
+    with pytest.raises(InvalidParameterError, match=r"'warmup'.*1\.\.N = 1\.\.20"):
+        rule.init(1, 20, 3)

@@ -99,7 +99,7 @@ class WarmupThenFixed(Selector):
         if self.n > N:
             raise fail("n", "WarmupThenFixed", f"a number of clients in 1..N = 1..{N}", self.n)
         self.rule.init(R, N, d)
-        self.schedule = [*self.rule.warmup, self.n - 1]
+        self.schedule = [*self.rule.warmup_arms, self.n - 1]
         self.asked = 0  # rounds asked (the estimator restarts t at every iterate)
         super().init(R, N, d, truth, streams)
 

@@ -253,6 +253,9 @@ class ProgressThompson(SpreadThompson):
         affords (default True; :meth:`last_round_arm`), for the model the run delivers. False
         keeps the objective's choice to the end, for a run whose models along the way count
         too (its last round then replaces no cheap rounds).
+    warmup : sequence of int, optional
+        As :class:`~eegrad.SpreadThompson` (the clients of each warm-up round). Default: the
+        spread rule's, or under the cost objectives three rounds of two clients.
 
     Examples
     --------
@@ -269,8 +272,9 @@ class ProgressThompson(SpreadThompson):
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, objective: str = "decrease",
-                 shape_discount: float = 0.99, last_round: bool = True) -> None:  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order)
+                 shape_discount: float = 0.99, last_round: bool = True,
+                 warmup: Any = None) -> None:  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
         owner = "ProgressThompson"
         if not isinstance(last_round, bool | np.bool_):
             raise InvalidParameterTypeError(
@@ -287,9 +291,17 @@ class ProgressThompson(SpreadThompson):
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
 
+    def _default_warmup(self, N: int) -> list[int]:
+        """The spread rule's warm-up; where rounds cost more with n (the objectives told the
+        costs), three rounds of the cheapest n with a spread, 2 (the arms share one per-client
+        update, so any round's spread informs them all)."""
+        if self.uses_costs and N > 1:
+            return [1, 1, 1]
+        return super()._default_warmup(N)
+
     def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters, ``signal_degree``, ``objective``, ``shape_discount``
-        and ``last_round``."""
+        """The spread rule's parameters (``warmup`` where given), ``signal_degree``,
+        ``objective``, ``shape_discount`` and ``last_round``."""
         return {**super().get_params(), "signal_degree": self.signal_degree,
                 "objective": self.objective, "shape_discount": self.shape_discount,
                 "last_round": self.last_round}  # fmt: skip
@@ -298,11 +310,6 @@ class ProgressThompson(SpreadThompson):
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence of noise, signal or persistence yet."""
         super().init(R, N, d, truth, streams)
-        if self.uses_costs and N > 1:
-            # Rounds that cost more with n: the warm-up takes the cheapest rounds with a spread
-            # (n = 2), not the spread rule's round of all N (the arms share one per-client
-            # update, so any round's spread informs them all).
-            self.warmup = [1, 1, 1]
         k = self.signal_degree + 1
         log_spend = np.log(self._spend)
         span = float(log_spend.max() - log_spend.min())
@@ -890,7 +897,7 @@ class ProgressThompson(SpreadThompson):
                 (last := self.last_round_arm()) is not None:  # fmt: skip
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
-        if N == 1 or self.rounds < len(self.warmup) or not np.any(self._arm_rounds > 0):
+        if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
         # A total budget's arms share one per-client update, so any round's spread informs every
         # arm alike and exploring buys nothing the next round does not: the fitted noise (with

@@ -79,6 +79,17 @@ __all__ = ["SpreadThompson"]
 _RIDGE = 1e-6  # relative ridge on the normal matrix: splits S², τ² (κ²) evenly when collinear
 
 
+def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
+    """The warm-up's numbers of clients: integers >= 1, at least one >= 2."""
+    if isinstance(warmup, str) or not hasattr(warmup, "__iter__"):
+        raise fail("warmup", owner, "a sequence of numbers of clients", warmup)
+    out = tuple(check_integer(n, "warmup", owner, ge=1) for n in warmup)
+    if not out or max(out) < 2:
+        raise fail("warmup", owner, "at least one round of n >= 2 clients (a spread to fit)",
+                   list(out))  # fmt: skip
+    return out
+
+
 @register_rule("spread_thompson", label="Thompson on the spread of parts")
 class SpreadThompson(Selector):
     r"""Posterior sampling on the client-sampling model, fitted from the parts of each pull.
@@ -116,6 +127,12 @@ class SpreadThompson(Selector):
         fitted beside :math:`(S^2, \tau^2)`, for clients that take several local steps on the
         same samples (local epochs), whose update's noise falls faster than 1/ω. Told sums
         (:meth:`tell_spread_sums`), order 2 needs :math:`\sum 1/\omega_i`.
+    warmup : sequence of int, optional
+        The clients of each warm-up round, in order, each in 1..N (checked by :meth:`init`),
+        at least one of them >= 2 (a round with a spread). Default: N, 2 and
+        :math:`\approx\sqrt{2N}` (the distinct ones), which separates :math:`S^2` from
+        :math:`\tau^2` (the module's notes); where you know the noise, a warm-up near the n you
+        expect to ask costs less. The arms it asks are :attr:`warmup_arms` after :meth:`init`.
 
     Examples
     --------
@@ -139,10 +156,12 @@ class SpreadThompson(Selector):
         seed: int = 0,
         release_noise: Any = None,
         noise_order: int = 1,
+        warmup: Any = None,
     ):
         super().__init__()
         owner = "SpreadThompson"
         self.noise_order = check_noise_order(noise_order, owner, "noise_order")
+        self.warmup = None if warmup is None else _check_warmup(warmup, owner)
         self.discount = check_real(discount, "discount", owner, gt=0, le=1)
         self.population = check_population(population, owner)
         self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
@@ -164,6 +183,8 @@ class SpreadThompson(Selector):
             params["release_noise"] = self.release_noise.tolist()
         if self.noise_order != 1:
             params["noise_order"] = self.noise_order
+        if self.warmup is not None:
+            params["warmup"] = list(self.warmup)
         return params
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -179,6 +200,9 @@ class SpreadThompson(Selector):
         if self.release_noise is not None and self.release_noise.shape != (N,):
             raise fail("release_noise", owner, f"of length N = {N}, one variance per arm",
                        f"length {self.release_noise.shape[0]}")  # fmt: skip
+        if self.warmup is not None and max(self.warmup) > N:
+            raise fail("warmup", owner, f"numbers of clients in 1..N = 1..{N}",
+                       list(self.warmup))  # fmt: skip
         super().init(R, N, d, truth, streams)
         self.rounds = 0  # rounds told since init, across iterates
         k = self.noise_order + 1  # θ = (S², τ²) or (S², τ², κ²)
@@ -192,8 +216,14 @@ class SpreadThompson(Selector):
         self._line = np.zeros((R, 5))  # Σ1, Σs, Σs², Σω, Σsω over parts: ω ≈ a + b s
         spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
         self._spend = np.asarray(spend, dtype=np.float64)
+        #: The arms (n − 1) of the warm-up's rounds, in order.
+        self.warmup_arms = self._default_warmup(N) if self.warmup is None else \
+            [n - 1 for n in self.warmup]  # fmt: skip
+
+    def _default_warmup(self, N: int) -> list[int]:
+        """The warm-up's arms where none is given: N, 2 and ≈ √(2N), the distinct ones."""
         warm = [N, 2, round(math.sqrt(2.0 * N))]
-        self.warmup = [n - 1 for i, n in enumerate(warm) if 1 <= n <= N and n not in warm[:i]]
+        return [n - 1 for i, n in enumerate(warm) if 1 <= n <= N and n not in warm[:i]]
 
     def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
         """A new SGD iterate: the per-iterate counts restart; the evidence is kept."""
@@ -369,8 +399,8 @@ class SpreadThompson(Selector):
         R, N, _ = self._shape
         if N == 1:
             return np.zeros(R, dtype=np.int64)
-        if self.rounds < len(self.warmup):
-            return np.full(R, self.warmup[self.rounds], dtype=np.int64)
+        if self.rounds < len(self.warmup_arms):
+            return np.full(R, self.warmup_arms[self.rounds], dtype=np.int64)
         v = self._sampled_noise()
         return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
