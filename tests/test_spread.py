@@ -274,11 +274,18 @@ def test_estimator_tell_parts_errors_and_withdraw():
     np.testing.assert_allclose(est.result(), np.ones(3))
 
 
-def test_estimator_tell_parts_torch_matches_numpy():
+class _TwoStatistics(SpreadThompson):
+    """The spread rule reading each round's weighted spread beside its pair sum."""
+
+    uses_weighted_spread = True
+
+
+@pytest.mark.parametrize("rule", [SpreadThompson, _TwoStatistics])
+def test_estimator_tell_parts_torch_matches_numpy(rule):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
-    a = GradientEstimator(SpreadThompson(population=6), 6, T=1, dim=5, rng=2)
-    b = GradientEstimator(SpreadThompson(population=6), 6, T=1, dim=5, rng=2)
+    a = GradientEstimator(rule(population=6), 6, T=1, dim=5, rng=2)
+    b = GradientEstimator(rule(population=6), 6, T=1, dim=5, rng=2)
     for _ in range(12):
         n = a.ask()
         assert b.ask() == n
@@ -290,6 +297,7 @@ def test_estimator_tell_parts_torch_matches_numpy():
         np.testing.assert_allclose(ra, rb.numpy(), rtol=1e-10)
         a.next_iterate()
         b.next_iterate()
+    np.testing.assert_allclose(b.selector.fit()[0], a.selector.fit()[0], rtol=1e-9)
 
 
 # -- the second-order noise (several local steps) ----------------------------------------------------
@@ -370,10 +378,6 @@ def test_the_second_order_rule_keeps_the_rule_contract():
 
 
 # -- the weighted spread beside the pair sum (a second statistic of a round) ---------------------------
-class _TwoStatistics(SpreadThompson):
-    uses_weighted_spread = True
-
-
 def _always_the_most(rule_class):
     """The rule, asking its largest arm every round (its fit alone is under test)."""
     class AlwaysTheMost(rule_class):
@@ -455,23 +459,6 @@ def test_weighted_spread_is_refused_beside_a_private_release():
     with pytest.raises(InvalidParameterError, match="'weighted_spread'"):
         rule.tell_pair_sums(arms, np.array([1.0]), np.ones((1, 4)),
                             weighted_spread=np.array([np.nan]))  # fmt: skip
-
-
-def test_weighted_spread_from_torch_parts_matches_numpy():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(8)
-    a = GradientEstimator(_TwoStatistics(population=6), 6, T=1, dim=5, rng=2)
-    b = GradientEstimator(_TwoStatistics(population=6), 6, T=1, dim=5, rng=2)
-    for _ in range(10):
-        n = a.ask()
-        assert b.ask() == n
-        parts, w = rng.standard_normal((n, 5)), rng.integers(1, 9, n).astype(float)
-        a.tell_parts(parts, w)
-        b.tell_parts([torch.tensor(p) for p in parts], w)
-        for est in (a, b):
-            est.result()
-            est.next_iterate()
-    np.testing.assert_allclose(b.selector.fit()[0], a.selector.fit()[0], rtol=1e-9)
 
 
 # -- the warm-up as a parameter ------------------------------------------------------------------------
