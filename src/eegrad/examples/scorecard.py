@@ -71,7 +71,7 @@ class WarmupThenFixed(Selector):
     Parameters
     ----------
     rule : SpreadThompson
-        The rule whose warm-up is played (its ``warmup`` after ``init``, 0-based arms); it is
+        The rule whose warm-up is played (its ``warmup_arms`` after ``init``); it is
         only initialised, never told.
     n : int
         The fixed n after the warm-up, 1 <= n <= N.
