@@ -11,7 +11,14 @@ from eegrad import (
     SpreadThompson,
     ThompsonVariance,
 )
-from eegrad.spread import pair_statistics, predicted_variance, spread_variance, weighted_mean
+from eegrad.spread import (
+    pair_statistics,
+    predicted_variance,
+    spread_sums,
+    spread_variance,
+    weighted_mean,
+    weighted_spread,
+)
 
 
 def _mc_check(samples: np.ndarray, expected: float) -> None:
@@ -37,6 +44,16 @@ def test_spread_variance_unbiased_for_any_covariances_unequal_weights():
     # ...and the weighted mean's actual squared error has the same mean.
     _mc_check(((weighted_mean(draws, np.broadcast_to(w, (reps, n))) - mean) ** 2).sum(axis=1),
               truth)  # fmt: skip
+
+
+def test_weighted_spread_of_parts_is_that_of_their_sums():
+    # Σω‖g − ḡ‖² from the parts, batched, equals the secure sums' Σω‖g‖² − ‖Σωg‖²/W of each
+    # round; a part of weight 0 is absent.
+    rng = np.random.default_rng(4)
+    g, w = rng.standard_normal((3, 5, 4)), rng.integers(0, 6, (3, 5)).astype(float)
+    w[:, 0] = 1.0
+    expected = [spread_sums(g[r][w[r] > 0], w[r][w[r] > 0]).weighted_spread() for r in range(3)]
+    np.testing.assert_allclose(weighted_spread(g, w), expected, rtol=1e-10)
 
 
 def test_spread_variance_equal_weights_is_the_textbook_formula():

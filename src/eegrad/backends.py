@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .parts import is_torch as _is_torch
-from .spread import pair_sum
+from .spread import pair_sum, weighted_spread
 from .statistics import (
     welford_deviation,
     welford_deviation_torch,
@@ -180,9 +180,7 @@ class NumpyBackend(Backend):
 
     def weighted_spread(self, parts: np.ndarray, weights: np.ndarray) -> float:
         r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean (host float64)."""
-        g = np.asarray(parts, dtype=np.float64)
-        dev = g - (weights / weights.sum()) @ g
-        return float(weights @ np.einsum("md,md->m", dev, dev))
+        return float(weighted_spread(np.asarray(parts, dtype=np.float64), weights))
 
     def from_host(self, x: np.ndarray) -> np.ndarray:
         """A host float64 vector in the backend's dtype."""

@@ -79,6 +79,7 @@ __all__ = [
     "sums_design",
     "variance_coefficients",
     "weighted_mean",
+    "weighted_spread",
 ]
 
 
@@ -161,6 +162,14 @@ def pair_sum(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     centre = np.einsum("...m,...md->...d", present, parts) / np.maximum(n, 1.0)[..., None]
     dev = np.where(present[..., None], parts - centre[..., None, :], 0.0)
     return n * np.einsum("...md,...md->...", dev, dev)
+
+
+def weighted_spread(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean :math:`\bar g`
+    (parts of weight 0 are absent), shape (...): the statistic :func:`sums_design` gives the
+    design of, here from the parts themselves."""
+    dev = parts - weighted_mean(parts, weights)[..., None, :]
+    return np.einsum("...m,...md,...md->...", weights, dev, dev)
 
 
 def pair_design(weights: np.ndarray, order: int = 1) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, fail
 from ..oracle import Truth
-from ..spread import check_weights, pair_sum, weighted_mean
+from ..spread import check_weights, pair_sum, weighted_mean, weighted_spread
 from ..statistics import ArmStatistics
 
 __all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel"]
@@ -386,10 +386,7 @@ class Selector:
         if not np.all(np.isfinite(g)):
             raise fail("parts", owner, "finite (no NaN or Inf)", g)
         if self.uses_parts:
-            q = None
-            if self.uses_weighted_spread:
-                mean = weighted_mean(g, w)
-                q = np.einsum("rm,rmd->r", w, np.square(g - mean[:, None, :]))
+            q = weighted_spread(g, w) if self.uses_weighted_spread else None
             self._observe_pairs(arms, pair_sum(g, w), w, q)
         else:
             self._observe(arms, weighted_mean(g, w))
