@@ -106,9 +106,8 @@ class Wide(ProgressThompson):
 class WarmWithoutTwo(ProgressThompson):
     """``warm-20-6``: the warm-up without its round of two clients."""
 
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup_arms = [w for w in self.warmup_arms if w != 1]
+    def _default_warmup(self, N: int) -> list[int]:
+        return [w for w in super()._default_warmup(N) if w != 1]
 
 
 class TwoStatistics(ProgressThompson):
@@ -118,21 +117,16 @@ class TwoStatistics(ProgressThompson):
     uses_weighted_spread = True
 
 
-class TwoStatisticsWithoutTwo(TwoStatistics):
+class TwoStatisticsWithoutTwo(TwoStatistics, WarmWithoutTwo):
     """``two-statistics-warm-n-6``: ``two-statistics``, the warm-up without its round of two."""
-
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup_arms = [w for w in self.warmup_arms if w != 1]
 
 
 class TwoStatisticsWithoutSix(TwoStatistics):
     """``two-statistics-warm-n-2``: ``two-statistics``, the warm-up without its round of
     √(2N)."""
 
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup_arms = self.warmup_arms[:2]
+    def _default_warmup(self, N: int) -> list[int]:
+        return super()._default_warmup(N)[:2]
 
 
 class WarmAscending(ProgressThompson):
@@ -140,17 +134,15 @@ class WarmAscending(ProgressThompson):
     the default asks N, 2, √(2N): the rounds of few clients come while the model is at its
     start."""
 
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup_arms = sorted(self.warmup_arms)
+    def _default_warmup(self, N: int) -> list[int]:
+        return sorted(super()._default_warmup(N))
 
 
 class WarmDescending(ProgressThompson):
     """``warm-descending``: the warm-up's arms from the most clients down (N, √(2N), 2)."""
 
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        super().init(R, N, d, truth=truth, streams=streams)
-        self.warmup_arms = sorted(self.warmup_arms, reverse=True)
+    def _default_warmup(self, N: int) -> list[int]:
+        return sorted(super()._default_warmup(N), reverse=True)
 
 
 class NonNegativeFit(ProgressThompson):
