@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -231,10 +232,10 @@ def least_passing_scale(excess: Callable[[float], float], *, start: float = 1.0,
             f_lo = excess(lo)
         if f_lo <= 0:  # passes down to the floor
             return lo
-    side, widths = 0, [hi - lo]
+    side, widths = 0, deque([hi - lo], maxlen=4)  # the bracket's last four widths
     while hi - lo > rtol * hi:
         u_lo, u_hi = math.log(lo), math.log(hi)
-        if len(widths) > 3 and widths[-1] > 0.5 * widths[-4]:  # three steps without halving
+        if len(widths) == 4 and widths[-1] > 0.5 * widths[0]:  # three steps without halving
             u = 0.5 * (u_lo + u_hi)
         else:  # the root's estimate, stepped half rtol past it towards the end that stayed
             u = u_hi - f_hi * (u_hi - u_lo) / (f_hi - f_lo) - 0.5 * rtol * side
