@@ -14,6 +14,8 @@ studies page (``docs/guide/federated-studies.md``) reports what they measured::
         --settings quickstart fixed-cost wall-clock long-budget
     python benchmarks/rule_candidates.py --seeds 60 --out DIR --candidates unshrunk-curvature \
         zero-curvature-prior --settings cnn-e1 cnn-e3
+    python benchmarks/rule_candidates.py --seeds 60 --out DIR --candidates several-steps-horizon \
+        --settings cnn-e3
     python benchmarks/rule_candidates.py --seeds 30 --out DIR --without-fixed \
         --candidates shrunk-curvature --settings local-steps mlp-minibatch minibatch-drift
     python benchmarks/mnist_candidates.py one-step --split shards --seeds 10
@@ -385,6 +387,20 @@ class ZeroCurvaturePrior(UnshrunkCurvature):
         return out
 
 
+class HorizonWhereSeveralSteps(ProgressThompson):
+    """``several-steps-horizon``: the curvature's cost over √h (the rounds left) also where
+    every arm takes the same several local steps (several full-batch epochs), not only where the
+    steps differ; one local step (FedSGD) keeps the whole charge."""
+
+    def curvature_weight(self) -> np.ndarray:
+        w = super().curvature_weight()
+        if not self.uses_rounds_left or self._rounds_left is None:
+            return w
+        with np.errstate(invalid="ignore"):
+            several = self.steps_equal() & (np.nanmin(self.arm_steps(), axis=1) >= 2.0)
+        return np.where(several[:, None], 1.0 / np.sqrt(self._rounds_left), w)
+
+
 def per_round(cls: type[ProgressThompson]) -> Callable[[Any], ProgressThompson]:
     """The candidate as the per-round default is built: K, the arms' per-client spends."""
     return lambda fed: cls(population=fed.K, noise_order=2,
@@ -419,6 +435,7 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
     "two-statistics": TwoStatistics,
     "two-statistics-warm-n-6": TwoStatisticsWithoutTwo,
     "two-statistics-warm-n-2": TwoStatisticsWithoutSix,
+    "several-steps-horizon": HorizonWhereSeveralSteps,
 }
 
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
