@@ -19,51 +19,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from eegrad._validation import check_integer, fail
+from eegrad._validation import fail
 from eegrad.examples import scorecard
-from eegrad.selectors.base import Selector
-
-
-class FixedSchedule(Selector):
-    """The clients of each round by a fixed schedule (1-based n), the last n kept to the end.
-
-    Parameters
-    ----------
-    schedule : sequence of int
-        The n of rounds 1, 2, ...; each ≥ 1 (and ≤ N at ``init``).
-    """
-
-    uses_statistics = False
-    keeps_memory = True  # a federation's round is an iterate: the rounds asked span them
-
-    def __init__(self, schedule: Any) -> None:
-        super().__init__()
-        self.schedule = [check_integer(n, "schedule", "FixedSchedule", ge=1) for n in schedule]
-        if not self.schedule:
-            raise fail("schedule", "FixedSchedule", "at least one round", schedule)
-
-    def init(self, R: int, N: int, d: int, truth: Any = None, streams: Any = None) -> None:
-        """As :meth:`Selector.init`; every n of the schedule must be an arm (n ≤ N)."""
-        if max(self.schedule) > N:
-            raise fail("schedule", "FixedSchedule", f"numbers of clients in 1..N = 1..{N}",
-                       self.schedule)  # fmt: skip
-        self.asked = 0  # rounds asked (the estimator restarts t at every iterate)
-        super().init(R, N, d, truth, streams)
-
-    def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
-        """A new SGD iterate: the rounds asked are kept."""
-        asked = self.asked
-        super().next_iterate(truth, streams)
-        self.asked = asked
-
-    def _select(self, t: int) -> np.ndarray:
-        arm = self.schedule[min(self.asked, len(self.schedule) - 1)] - 1
-        self.asked += 1
-        return np.full(self._shape[0], arm, dtype=np.int64)
+from eegrad.examples.scorecard import FixedSchedule
 
 
 def parse_schedule(spec: str) -> list[int]:

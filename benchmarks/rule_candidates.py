@@ -396,8 +396,8 @@ class HorizonWhereSeveralSteps(ProgressThompson):
         w = super().curvature_weight()
         if not self.uses_rounds_left or self._rounds_left is None:
             return w
-        with np.errstate(invalid="ignore"):
-            several = self.steps_equal() & (np.nanmin(self.arm_steps(), axis=1) >= 2.0)
+        steps = np.nan_to_num(self.arm_steps(), nan=0.0)  # NaN: a row told no steps
+        several = self.steps_equal() & np.all(steps >= 2.0, axis=1)
         return np.where(several[:, None], 1.0 / np.sqrt(self._rounds_left), w)
 
 

@@ -181,6 +181,32 @@ def test_warmup_then_fixed_refuses_an_arm_outside_the_range_and_a_rule_without_w
         sc.WarmupThenFixed(ProgressThompson(population=20), 0)
 
 
+def test_fixed_schedule_plays_its_rounds_in_order_then_keeps_the_last():
+    # Rounds 1..5 of the schedule (2, 2, 5) are arms 1, 1, 4, 4, 4 (0-based), across iterates
+    # (a federation's round is an iterate), in every realization.
+    rule = sc.FixedSchedule([2, 2, 5])
+    rule.init(3, 6, 2)
+    played = []
+    for _ in range(5):
+        arms = rule.ask()
+        played.append(arms.tolist())
+        rule.tell(arms, np.zeros((3, 2)))
+        rule.next_iterate()
+    assert played == [[1] * 3, [1] * 3, [4] * 3, [4] * 3, [4] * 3]
+    assert rule.get_params() == {"schedule": [2, 2, 5]}
+
+
+def test_fixed_schedule_refuses_a_bad_schedule_by_name():
+    with pytest.raises(InvalidParameterError, match=r"'schedule'.*1\.\.N = 1\.\.4.*\[2, 5\]"):
+        sc.FixedSchedule([2, 5]).init(1, 4, 2)
+    with pytest.raises(InvalidParameterError, match="'schedule'.*at least one round"):
+        sc.FixedSchedule([])
+    with pytest.raises(InvalidParameterError, match="'schedule'"):
+        sc.FixedSchedule([3, 0])
+    with pytest.raises(TypeError, match="'schedule'.*sequence of integers"):
+        sc.FixedSchedule("6x20,15")
+
+
 def test_summary_ranks_against_the_fixed_n_with_paired_errors():
     # Three fixed n and the default on two seeds: the best, the median of the fixed n's means,
     # the ratios, the rank and the paired difference in SEs, by hand.

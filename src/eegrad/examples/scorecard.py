@@ -48,7 +48,7 @@ from ..results import atomic_write_bytes, environment, write_json, write_table
 from ..selectors.base import Selector
 from .scorecard_settings import SETTINGS, Federation, check_settings, federation, method_id
 
-__all__ = ["ARM_COLUMNS", "COLUMNS", "WarmupThenFixed", "final_losses", "load_runs", "main",
+__all__ = ["ARM_COLUMNS", "COLUMNS", "FixedSchedule", "WarmupThenFixed", "final_losses", "load_runs", "main",
            "mean_and_se", "run", "run_one", "saved_methods", "summarise", "table", "warmup_then"]
 
 #: Columns of ``scorecard.csv``.
@@ -62,7 +62,61 @@ QUICK_FIXED = 5  # --quick: about this many fixed n, spread over 1..N
 WARMUP_REFERENCE = "warmup-best"
 
 
-class WarmupThenFixed(Selector):
+class FixedSchedule(Selector):
+    """The clients of each round by a fixed schedule, the last n kept to the end.
+
+    FedAvg's rounds at a scheduled n: beside the default and the fixed n it measures what a
+    run gains by switching n (``benchmarks/fixed_schedules.py``, the studies).
+
+    Parameters
+    ----------
+    schedule : sequence of int
+        The n of rounds 1, 2, ... (each 1 <= n <= N); the last is asked in every later round.
+    """
+
+    uses_statistics = False
+    keeps_memory = True  # the rounds asked span iterates (a federation's round is an iterate)
+
+    def __init__(self, schedule: Any) -> None:
+        super().__init__()
+        owner = type(self).__name__
+        if isinstance(schedule, str) or not hasattr(schedule, "__len__"):
+            raise TypeError(f"The 'schedule' parameter of {owner} must be a sequence of "
+                            f"integers. Got {schedule!r} instead.")  # fmt: skip
+        if len(schedule) == 0:
+            raise fail("schedule", owner, "at least one round", schedule)
+        self.schedule = [check_integer(n, "schedule", owner, ge=1) for n in schedule]
+
+    def get_params(self) -> dict[str, Any]:
+        """``{'schedule': schedule}``."""
+        return {"schedule": list(self.schedule)}
+
+    def _arms(self, R: int, N: int, d: int) -> list[int]:
+        """The 0-based arm of every scheduled round, for N arms."""
+        if max(self.schedule) > N:
+            raise fail("schedule", type(self).__name__,
+                       f"numbers of clients in 1..N = 1..{N}", self.schedule)  # fmt: skip
+        return [n - 1 for n in self.schedule]
+
+    def init(self, R: int, N: int, d: int, truth: Any = None, streams: Any = None) -> None:
+        """As :meth:`Selector.init`; every scheduled n must be an arm (n <= N)."""
+        self.arms = self._arms(R, N, d)
+        self.asked = 0  # rounds asked (the estimator restarts t at every iterate)
+        super().init(R, N, d, truth, streams)
+
+    def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
+        """A new SGD iterate: the rounds asked are kept."""
+        asked = self.asked
+        super().next_iterate(truth, streams)
+        self.asked = asked
+
+    def _select(self, t: int) -> np.ndarray:
+        arm = self.arms[min(self.asked, len(self.arms) - 1)]
+        self.asked += 1
+        return np.full(self._shape[0], arm, dtype=np.int64)
+
+
+class WarmupThenFixed(FixedSchedule):
     """The arms of a rule's warm-up, in its order, then one fixed n every round.
 
     Beside the default with the best fixed n in hindsight, it measures what the default's
@@ -77,42 +131,26 @@ class WarmupThenFixed(Selector):
         The fixed n after the warm-up, 1 <= n <= N.
     """
 
-    uses_statistics = False
-    keeps_memory = True  # the rounds asked span iterates (a federation's round is an iterate)
-
     def __init__(self, rule: Any, n: int) -> None:
-        super().__init__()
         from ..selectors.spread import SpreadThompson
 
         if not isinstance(rule, SpreadThompson):
             raise TypeError("The 'rule' parameter of WarmupThenFixed must be a rule with a "
                             f"warm-up (a SpreadThompson). Got {rule!r} instead.")  # fmt: skip
-        self.rule = rule
         self.n = check_integer(n, "n", "WarmupThenFixed", ge=1)
+        super().__init__([self.n])
+        self.rule = rule
 
     def get_params(self) -> dict[str, Any]:
         """``{'n': n}``."""
         return {"n": self.n}
 
-    def init(self, R: int, N: int, d: int, truth: Any = None, streams: Any = None) -> None:
-        """As :meth:`Selector.init`; n must be an arm (n <= N). Reads the rule's warm-up."""
+    def _arms(self, R: int, N: int, d: int) -> list[int]:
+        """The rule's warm-up arms, then n's; n must be an arm (n <= N)."""
         if self.n > N:
             raise fail("n", "WarmupThenFixed", f"a number of clients in 1..N = 1..{N}", self.n)
         self.rule.init(R, N, d)
-        self.schedule = [*self.rule.warmup_arms, self.n - 1]
-        self.asked = 0  # rounds asked (the estimator restarts t at every iterate)
-        super().init(R, N, d, truth, streams)
-
-    def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
-        """A new SGD iterate: the rounds asked are kept."""
-        asked = self.asked
-        super().next_iterate(truth, streams)
-        self.asked = asked
-
-    def _select(self, t: int) -> np.ndarray:
-        arm = self.schedule[min(self.asked, len(self.schedule) - 1)]
-        self.asked += 1
-        return np.full(self._shape[0], arm, dtype=np.int64)
+        return [*self.rule.warmup_arms, self.n - 1]
 
 
 def warmup_then(fed: Federation, n: int) -> WarmupThenFixed:
