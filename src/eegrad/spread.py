@@ -70,6 +70,7 @@ __all__ = [
     "check_parts",
     "check_population",
     "check_weights",
+    "inverse_weights",
     "pair_design",
     "pair_statistics",
     "pair_sum",
@@ -172,6 +173,13 @@ def weighted_spread(parts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.einsum("...m,...md,...md->...", weights, dev, dev)
 
 
+def inverse_weights(weights: np.ndarray) -> np.ndarray:
+    r""":math:`1/\omega_i` of every part present (weight > 0), 0 for an absent one, shape of
+    ``weights``."""
+    present = weights > 0
+    return np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+
+
 def pair_design(weights: np.ndarray, order: int = 1) -> np.ndarray:
     r"""The design :math:`x = (n(n-1), (n-1)\sum_i 1/\omega_i)` of :func:`pair_sum`, shape
     (..., 2), from the weights alone (0 = absent). ``order=2`` appends the column
@@ -179,7 +187,7 @@ def pair_design(weights: np.ndarray, order: int = 1) -> np.ndarray:
     :math:`\tau^2/\omega + \kappa^2/\omega^2`), shape (..., 3)."""
     present = weights > 0
     n = present.sum(axis=-1).astype(np.float64)
-    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+    inv = inverse_weights(weights)
     columns = [n * (n - 1.0), (n - 1.0) * inv.sum(axis=-1)]
     if check_noise_order(order, "pair_design") == 2:
         columns.append((n - 1.0) * (inv * inv).sum(axis=-1))
@@ -264,9 +272,8 @@ def variance_coefficients(weights: np.ndarray, population: int | None = None,
     :math:`(S^2, \tau^2)` in the variance of a round with ``weights`` (..., m) (0 = absent),
     shape (..., 2); ``population=None``: K = ∞. ``order=2`` appends
     :math:`\sum_i p_i^2/\omega_i^2`, the coefficient of :math:`\kappa^2` (shape (..., 3))."""
-    present = weights > 0
     p = weights / weights.sum(axis=-1, keepdims=True)
-    inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+    inv = inverse_weights(weights)
     fpc = 0.0 if population is None else 1.0 / population
     columns = [(p * p).sum(axis=-1) - fpc, (p * p * inv).sum(axis=-1)]
     if check_noise_order(order, "variance_coefficients") == 2:

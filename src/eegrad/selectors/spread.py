@@ -67,6 +67,7 @@ from .._validation import check_array, check_integer, check_real, fail
 from ..spread import (
     check_noise_order,
     check_population,
+    inverse_weights,
     pair_design,
     sums_design,
     variance_coefficients,
@@ -257,10 +258,10 @@ class SpreadThompson(Selector):
                          weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
         second = None
         if weighted_spread is not None and self.uses_weighted_spread:
-            inv = np.where(present, 1.0 / np.where(present, weights, 1.0), 0.0)
+            inverse_sum = inverse_weights(weights).sum(axis=1) if self.noise_order == 2 else None
             second = (weighted_spread, sums_design(
                 line[:, 0], line[:, 3], (weights * weights).sum(axis=1), self.population,
-                inv.sum(axis=1) if self.noise_order == 2 else None)[0])
+                inverse_sum)[0])
         self._observe_statistic(arms, y, pair_design(weights, self.noise_order),
                                 variance_coefficients(weights, self.population, self.noise_order),
                                 line, second)  # fmt: skip
