@@ -203,7 +203,7 @@ def test_fixed_schedule_refuses_a_bad_schedule_by_name():
         sc.FixedSchedule([])
     with pytest.raises(InvalidParameterError, match="'schedule'"):
         sc.FixedSchedule([3, 0])
-    with pytest.raises(TypeError, match="'schedule'.*sequence of integers"):
+    with pytest.raises(TypeError, match="'schedule'.*sequence of numbers of clients"):
         sc.FixedSchedule("6x20,15")
 
 

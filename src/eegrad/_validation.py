@@ -17,6 +17,7 @@ __all__ = [
     "InvalidParameterTypeError",
     "NonFiniteGradientError",
     "check_array",
+    "check_client_counts",
     "check_integer",
     "check_real",
 ]
@@ -97,6 +98,20 @@ def check_integer(
     if ge is not None and x < ge:
         raise fail(name, owner, rule, value)
     return x
+
+
+def check_client_counts(value: Any, name: str, owner: str, *,
+                        most: int | None = None) -> tuple[int, ...]:  # fmt: skip
+    """Return ``value``, a sequence of numbers of clients (integers >= 1, each <= ``most``
+    where given: the arms 1..N), as a tuple, else raise (a type error for a value that is no
+    sequence). An empty sequence passes: the caller says how many it needs."""
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        raise InvalidParameterTypeError(
+            _message(name, owner, "a sequence of numbers of clients", value))
+    out = tuple(check_integer(n, name, owner, ge=1) for n in value)
+    if most is not None and out and max(out) > most:
+        raise fail(name, owner, f"numbers of clients in 1..N = 1..{most}", list(out))
+    return out
 
 
 def check_array(

@@ -43,13 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_integer, fail
+from .._validation import check_client_counts, check_integer, fail
 from ..results import atomic_write_bytes, environment, write_json, write_table
 from ..selectors.base import Selector
 from .scorecard_settings import SETTINGS, Federation, check_settings, federation, method_id
 
-__all__ = ["ARM_COLUMNS", "COLUMNS", "FixedSchedule", "WarmupThenFixed", "final_losses", "load_runs", "main",
-           "mean_and_se", "run", "run_one", "saved_methods", "summarise", "table", "warmup_then"]
+__all__ = ["ARM_COLUMNS", "COLUMNS", "FixedSchedule", "WarmupThenFixed", "final_losses",
+           "load_runs", "main", "mean_and_se", "run", "run_one", "saved_methods", "summarise",
+           "table", "warmup_then"]
 
 #: Columns of ``scorecard.csv``.
 COLUMNS = ("setting", "method", "seed", "round", "cost", "train_loss", "test_accuracy")
@@ -80,12 +81,9 @@ class FixedSchedule(Selector):
     def __init__(self, schedule: Any) -> None:
         super().__init__()
         owner = type(self).__name__
-        if isinstance(schedule, str) or not hasattr(schedule, "__len__"):
-            raise TypeError(f"The 'schedule' parameter of {owner} must be a sequence of "
-                            f"integers. Got {schedule!r} instead.")  # fmt: skip
-        if len(schedule) == 0:
-            raise fail("schedule", owner, "at least one round", schedule)
-        self.schedule = [check_integer(n, "schedule", owner, ge=1) for n in schedule]
+        self.schedule = list(check_client_counts(schedule, "schedule", owner))
+        if not self.schedule:
+            raise fail("schedule", owner, "at least one round", [])
 
     def get_params(self) -> dict[str, Any]:
         """``{'schedule': schedule}``."""
@@ -93,9 +91,7 @@ class FixedSchedule(Selector):
 
     def _arms(self, R: int, N: int, d: int) -> list[int]:
         """The 0-based arm of every scheduled round, for N arms."""
-        if max(self.schedule) > N:
-            raise fail("schedule", type(self).__name__,
-                       f"numbers of clients in 1..N = 1..{N}", self.schedule)  # fmt: skip
+        check_client_counts(self.schedule, "schedule", type(self).__name__, most=N)
         return [n - 1 for n in self.schedule]
 
     def init(self, R: int, N: int, d: int, truth: Any = None, streams: Any = None) -> None:
@@ -138,7 +134,7 @@ class WarmupThenFixed(FixedSchedule):
             raise TypeError("The 'rule' parameter of WarmupThenFixed must be a rule with a "
                             f"warm-up (a SpreadThompson). Got {rule!r} instead.")  # fmt: skip
         self.n = check_integer(n, "n", "WarmupThenFixed", ge=1)
-        super().__init__([self.n])
+        super().__init__([self.n])  # after the rule's warm-up, which init() puts before it
         self.rule = rule
 
     def get_params(self) -> dict[str, Any]:

@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_array, check_integer, check_real, fail
+from .._validation import check_array, check_client_counts, check_integer, check_real, fail
 from ..spread import (
     check_noise_order,
     check_population,
@@ -82,9 +82,7 @@ _RIDGE = 1e-6  # relative ridge on the normal matrix: splits S², τ² (κ²) ev
 
 def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
     """The warm-up's numbers of clients: integers >= 1, at least one >= 2."""
-    if isinstance(warmup, str) or not hasattr(warmup, "__iter__"):
-        raise fail("warmup", owner, "a sequence of numbers of clients", warmup)
-    out = tuple(check_integer(n, "warmup", owner, ge=1) for n in warmup)
+    out = check_client_counts(warmup, "warmup", owner)
     if not out or max(out) < 2:
         raise fail("warmup", owner, "at least one round of n >= 2 clients (a spread to fit)",
                    list(out))  # fmt: skip
@@ -201,9 +199,8 @@ class SpreadThompson(Selector):
         if self.release_noise is not None and self.release_noise.shape != (N,):
             raise fail("release_noise", owner, f"of length N = {N}, one variance per arm",
                        f"length {self.release_noise.shape[0]}")  # fmt: skip
-        if self.warmup is not None and max(self.warmup) > N:
-            raise fail("warmup", owner, f"numbers of clients in 1..N = 1..{N}",
-                       list(self.warmup))  # fmt: skip
+        if self.warmup is not None:
+            check_client_counts(self.warmup, "warmup", owner, most=N)
         super().init(R, N, d, truth, streams)
         self.rounds = 0  # rounds told since init, across iterates
         k = self.noise_order + 1  # θ = (S², τ²) or (S², τ², κ²)
