@@ -172,15 +172,16 @@ class NumpyBackend(Backend):
         return np.asarray(np.stack([np.asarray(p) for p in parts]) if isinstance(parts, list | tuple)
                           else parts, dtype=self.dtype)  # fmt: skip
 
-    def combine(self, parts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float]:
-        """The weighted mean of the parts and their pair sum Σ_{i<j}‖g_i − g_j‖² (host float)."""
+    def combine(self, parts: np.ndarray, weights: np.ndarray,
+                spread: bool = False) -> tuple[np.ndarray, float, float | None]:  # fmt: skip
+        r"""The weighted mean of the parts, their pair sum :math:`\sum_{i<j}\|g_i - g_j\|^2`
+        and, with ``spread``, their weighted spread :math:`\sum_i\omega_i\|g_i - \bar g\|^2`
+        (else None); both host floats from one float64 copy of the parts."""
         p = (weights / weights.sum()).astype(self.dtype)
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite parts: y is NaN, checked
-            return p @ parts, float(pair_sum(np.asarray(parts, dtype=np.float64), weights))
-
-    def weighted_spread(self, parts: np.ndarray, weights: np.ndarray) -> float:
-        r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean (host float64)."""
-        return float(weighted_spread(np.asarray(parts, dtype=np.float64), weights))
+            g = np.asarray(parts, dtype=np.float64)
+            q = float(weighted_spread(g, weights)) if spread else None
+            return p @ parts, float(pair_sum(g, weights)), q
 
     def from_host(self, x: np.ndarray) -> np.ndarray:
         """A host float64 vector in the backend's dtype."""
@@ -247,23 +248,23 @@ class TorchBackend(Backend):
         t = self.torch.stack(list(parts)) if isinstance(parts, list | tuple) else parts
         return t.detach().to(device=self.device, dtype=self.dtype)
 
-    def combine(self, parts: Any, weights: np.ndarray) -> tuple[Any, float]:
-        """Weighted mean (on the device) and the pair sum (one scalar to the host)."""
+    def combine(self, parts: Any, weights: np.ndarray,
+                spread: bool = False) -> tuple[Any, float, float | None]:  # fmt: skip
+        """Weighted mean (on the device), the pair sum (one scalar to the host) and, with
+        ``spread``, the weighted spread, in float64 on the device (else None)."""
         present = weights > 0
         p = self.torch.as_tensor(weights / weights.sum(), dtype=self.dtype, device=self.device)
         keep = self.torch.as_tensor(present, device=self.device)
         sub = parts[keep]
         dev = sub - sub.mean(dim=0)
         y = float(present.sum()) * float((dev * dev).sum().item())
-        return p @ parts, y
-
-    def weighted_spread(self, parts: Any, weights: np.ndarray) -> float:
-        r""":math:`Q = \sum_i \omega_i\|g_i - \bar g\|^2` about the weighted mean, in float64
-        on the device (one scalar to the host)."""
-        w = self.torch.as_tensor(weights, dtype=self.torch.float64, device=self.device)
-        g = parts.to(self.torch.float64)
-        dev = g - (w / w.sum()) @ g
-        return float((w @ (dev * dev).sum(dim=1)).item())
+        q = None
+        if spread:
+            w = self.torch.as_tensor(weights, dtype=self.torch.float64, device=self.device)
+            g = parts.to(self.torch.float64)
+            dev64 = g - (w / w.sum()) @ g
+            q = float((w @ (dev64 * dev64).sum(dim=1)).item())
+        return p @ parts, y, q
 
     def from_host(self, x: np.ndarray) -> Any:
         """A host float64 vector as a tensor of the gradients' dtype on their device."""

@@ -383,16 +383,14 @@ class GradientEstimator:
             raise fail("parts", owner, f"n flat vectors of length dim = {self.dim}",
                        f"shape {shape} at round {self.t + 1}")  # fmt: skip
         w = check_weights(weights, owner, (shape[0],))
-        mean, y = self._backend.combine(G, w)
+        reads_spread = self._mode == "pairs" and self.selector.uses_weighted_spread
+        mean, y, spread = self._backend.combine(G, w, spread=reads_spread)
         if not math.isfinite(y):
             bad = [i for i in range(shape[0]) if not bool(_all_finite(G[i]))]
             raise NonFiniteGradientError(
                 f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
                 "contain NaN or Inf."
             )
-        spread = None
-        if self._mode == "pairs" and self.selector.uses_weighted_spread:
-            spread = self._backend.weighted_spread(G, w)
         self._record(mean, self._pair_evidence(y, w, spread=spread))
 
     def tell_part(self, part: Any, weight: float) -> None:
