@@ -83,14 +83,14 @@ def test_an_unchanged_quickstart_client_runs_until_the_budget_is_spent():
 
 
 def test_the_stopping_rule_at_the_budget_with_a_fixed_n():
-    """Every client costs 2, D(n) = 3: a round of n = 4 costs 11. With 60 the run affords five
-    such rounds (55); the 5 left buy one last round of the most clients it affords, n = 1
-    (cost 5), and nothing after."""
+    """Every client costs 2, D(n) = 3: a round of n = 4 costs 11. Before any client has
+    reported a cost the first round asks one (cost 5: no worst case is known before); the 55
+    left afford five rounds of n = 4, and nothing after."""
     s = EEGradStrategy(total_budget=60.0, aggregation=lambda n: 3.0 + 0 * np.asarray(n),
                        selector=FixedArm(4), cost_metric="c")  # fmt: skip
     _run(s, _quickstart_app(cost=lambda pid: {"c": 2.0}))
-    assert [r["arm"] for r in s.records] == [4, 4, 4, 4, 4, 1]
-    assert [r["budget_used"] for r in s.records] == [11.0] * 5 + [5.0]
+    assert [r["arm"] for r in s.records] == [1, 4, 4, 4, 4, 4]
+    assert [r["budget_used"] for r in s.records] == [5.0] + [11.0] * 5
     assert s.records[-1]["budget_left"] == 0.0
     assert "Server round 7" in s.stopped
 
@@ -113,14 +113,15 @@ def test_the_default_rule_ends_the_run_on_the_most_clients_it_affords(budget):
 
 def test_with_wall_clock_a_round_costs_its_slowest_client():
     """round_cost="slowest": a round lasts as long as its slowest client (seconds reported),
-    plus D(n)."""
+    plus D(n) (the first round asks one client: no cost is known before it)."""
     seconds = {pid: 1.0 + pid for pid in range(K)}
     s = EEGradStrategy(total_budget=200.0, round_cost="slowest", cost_metric="seconds",
                        aggregation=lambda n: 0.5 + 0 * np.asarray(n), selector=FixedArm(3))  # fmt: skip
     seen = []
     app = _quickstart_app(cost=lambda pid: (seen.append(pid), {"seconds": seconds[pid]})[1])
     _run(s, app, rounds=4)
-    chunks = [seen[i:i + 3] for i in range(0, len(seen), 3)]
+    chunks = [seen[:1]] + [seen[i:i + 3] for i in range(1, len(seen), 3)]
+    assert [r["arm"] for r in s.records] == [1, 3, 3, 3]
     for r, round_pids in zip(s.records, chunks, strict=True):
         assert r["budget_used"] == pytest.approx(0.5 + max(seconds[p] for p in round_pids))
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 import json
 import types
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +229,16 @@ def restore_state(obj: Any, tree: Any, arrays: dict[str, np.ndarray], where: str
     return _Restore(arrays).value(tree, obj, where or type(obj).__name__)
 
 
+def _why(err: BaseException) -> str:
+    """What went wrong in reading, in words that suit a damaged file (NumPy's advice to load a
+    file that looks pickled with ``allow_pickle`` is no advice for a checkpoint, which never
+    holds a pickle)."""
+    text = str(err)
+    if "pickle" in text:
+        return "its bytes are not those of an .npz archive; a checkpoint never holds a pickle"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
 def write_checkpoint(path: str | Path, tree: Any, arrays: dict[str, np.ndarray]) -> None:
     """Write ``tree`` (JSON) and ``arrays`` to ``path`` (``.npz``), replacing it atomically."""
     doc = json.dumps({"format": FORMAT, "version": VERSION, "state": tree}, allow_nan=True)
@@ -243,13 +255,22 @@ def read_checkpoint(path: str | Path) -> tuple[Any, dict[str, np.ndarray]]:
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise CheckpointError(f"The file {path} is not an eegrad checkpoint (a single "
+                                      "array, not an .npz archive).")  # fmt: skip
             members = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"The checkpoint {path} cannot be read: {err}") from err
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+        raise CheckpointError(f"The checkpoint {path} cannot be read: it is damaged, truncated "
+                              f"or not an eegrad checkpoint ({_why(err)}).") from err
     try:
         doc = json.loads(str(members.pop("state.json")))
     except (KeyError, json.JSONDecodeError) as err:
         raise CheckpointError(f"The file {path} is not an eegrad checkpoint.") from err
+    if not isinstance(doc, dict) or "state" not in doc:
+        raise CheckpointError(f"The file {path} is not an eegrad checkpoint (its state.json is "
+                              "no checkpoint's tree).")  # fmt: skip
     if doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise CheckpointError(f"The file {path} is not an eegrad checkpoint of version "
                               f"{VERSION} (format {doc.get('format')!r}, version "

@@ -5,9 +5,12 @@ configuration's fingerprint (what a run must share to continue this one: budget,
 privacy, inner strategy and its hyperparameters, the model's arrays), its
 :class:`~eegrad.flower.state.RunState` and the round's model, in the format of
 :mod:`eegrad.checkpoint` (``.npz`` arrays and a JSON tree, replaced atomically; never a pickle).
-On resume, :func:`read_run` loads the file and :func:`check_fingerprint` refuses a checkpoint of
-another run, naming each difference; :func:`restore_run` loads the saved state into a fresh one
-built for the saved K and d. This module knows the state and the fingerprint, not the strategy.
+On resume, :func:`read_run` loads the file and checks its layout (a damaged, truncated or edited
+file is refused naming the file and what is wrong, never loaded half-way),
+:func:`check_fingerprint` refuses a checkpoint of another run, naming each difference (the seed
+included), :func:`check_state` refuses a state that contradicts itself (the rounds done, their
+records, the steps, the cost, K and d), and :func:`restore_run` loads the saved state into a
+fresh one built for the saved K and d. This module knows the state and the fingerprint, not the strategy.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..checkpoint import (
 )
 from .state import RunState
 
-__all__ = ["SavedRun", "check_fingerprint", "model_fingerprint", "read_run", "restore_run",
+__all__ = ["SavedRun", "check_fingerprint", "check_state", "model_fingerprint", "read_run", "restore_run",
            "save_run"]  # fmt: skip
 
 
@@ -65,11 +68,73 @@ class SavedRun:
 
 
 def read_run(path: str | Path) -> SavedRun:
-    """Read a checkpoint written by :func:`save_run`."""
+    """Read a checkpoint written by :func:`save_run`; its layout (the fingerprint, the model's
+    names, arrays, shapes and dtypes, the state's tree) is checked, and anything else is
+    refused with a :class:`~eegrad.checkpoint.CheckpointError` naming the file and what is
+    wrong."""
+    path = Path(path)
     tree, arrays = read_checkpoint(path)
+
+    def damaged(what: str) -> CheckpointError:
+        return CheckpointError(f"The checkpoint {path} is damaged: {what}.")
+
+    if not isinstance(tree, dict):
+        raise damaged("its tree is no mapping")
+    for key, kind in (("fingerprint", dict), ("model keys", list), ("state", dict)):
+        if not isinstance(tree.get(key), kind):
+            raise damaged(f"{key!r} is missing or not a {kind.__name__}")
     keys = tree["model keys"]
+    if not all(isinstance(k, str) for k in keys):
+        raise damaged("its model's names are not all strings")
+    missing = [f"model{i}" for i in range(len(keys)) if f"model{i}" not in arrays]
+    if missing:
+        raise damaged(f"the model's array {missing[0]!r} is missing")
     model = {k: arrays.pop(f"model{i}") for i, k in enumerate(keys)}
-    return SavedRun(Path(path), tree["fingerprint"], tree["state"], arrays, model)
+    declared = tree["fingerprint"].get("model arrays")
+    if declared != model_fingerprint(model):
+        raise damaged(f"its model's arrays (name, shape, dtype) are {model_fingerprint(model)}, "
+                      f"where its fingerprint says {declared}")  # fmt: skip
+    if not isinstance(tree["state"].get("__dict__"), dict):
+        raise damaged("its state is no mapping of fields")
+    return SavedRun(path, tree["fingerprint"], tree["state"], arrays, model)
+
+
+def check_state(saved: SavedRun) -> None:
+    """Refuse a saved state whose plain fields contradict each other or the model: the round
+    count, the steps, the cost, K and d, and one record per round done, in order."""
+    fields = saved.tree["__dict__"]
+
+    def damaged(what: str) -> CheckpointError:
+        return CheckpointError(f"The checkpoint {saved.path} is damaged: {what}.")
+
+    def integer(name: str, least: int) -> int:
+        value = fields.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise damaged(f"{name} is {value!r}, not an integer >= {least}")
+        return value
+
+    rounds = integer("server_round", 0)
+    steps = integer("steps_taken", 0)
+    if steps > rounds:
+        raise damaged(f"steps_taken = {steps} exceeds the server rounds done, {rounds}")
+    cost = fields.get("cost")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not np.isfinite(cost) \
+            or cost < 0:  # fmt: skip
+        raise damaged(f"cost is {cost!r}, not a finite number >= 0")
+    if rounds:
+        integer("num_nodes", 1)
+        dim = integer("dim", 1)
+        size = sum(int(a.size) for a in saved.model.values())
+        if dim != size:
+            raise damaged(f"dim = {dim}, where its model has {size} numbers")
+    records = fields.get("records")
+    if not isinstance(records, list) or len(records) != rounds:
+        got = f"{len(records)} records" if isinstance(records, list) else repr(records)
+        raise damaged(f"it holds {got:.60} for {rounds} server rounds done (one record a round)")
+    for i, rec in enumerate(records, start=1):
+        row = rec.get("__dict__") if isinstance(rec, dict) else None
+        if not isinstance(row, dict) or row.get("server_round") != i:
+            raise damaged(f"its record {i} is not that of server round {i}: {rec!r:.80}")
 
 
 def check_fingerprint(saved: SavedRun, fingerprint: dict[str, Any],
@@ -78,6 +143,13 @@ def check_fingerprint(saved: SavedRun, fingerprint: dict[str, Any],
     differs from this run's (``fingerprint`` and the ``model`` it starts from), naming every
     difference."""
     here = {**fingerprint, "model arrays": model_fingerprint(model)}
+    older = [k for k in here if k not in saved.fingerprint]
+    if older:
+        raise CheckpointError(
+            f"The checkpoint {saved.path} was written by an earlier version of eegrad.flower "
+            f"(its fingerprint has no {', '.join(repr(k) for k in older)}): resume it with the "
+            "version that wrote it, or remove it to start afresh."
+        )
     keys = list(saved.fingerprint) + [k for k in here if k not in saved.fingerprint]
     differ = [k for k in keys if saved.fingerprint.get(k) != here.get(k)]
     if differ:
@@ -94,5 +166,11 @@ def restore_run(state: RunState, saved: SavedRun) -> None:
     if missing:
         raise CheckpointError(f"The checkpoint {saved.path} has no {missing[0]!r}: it is of "
                               "another version of eegrad.flower.")  # fmt: skip
-    restored = restore_state(state.state_dict(), saved.tree, saved.arrays, "checkpoint")
-    state.load_state_dict(restored)
+    try:
+        restored = restore_state(state.state_dict(), saved.tree, saved.arrays, "checkpoint")
+        state.load_state_dict(restored)
+    except CheckpointError as err:
+        raise CheckpointError(f"The checkpoint {saved.path} cannot be restored: {err}") from err
+    except (KeyError, AttributeError, TypeError, ValueError, IndexError) as err:
+        raise CheckpointError(f"The checkpoint {saved.path} is damaged: its state cannot be "
+                              f"restored ({type(err).__name__}: {err}).") from err

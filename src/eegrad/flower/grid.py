@@ -11,6 +11,7 @@ Flower's are (above 2⁶³, so a conversion to int64 would show).
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -48,6 +49,14 @@ class LocalGrid(Grid):
     fail : callable, optional
         ``fail(partition_id, message) -> bool``: drop that node's reply (as a timed-out node),
         for testing failure handling.
+
+    Notes
+    -----
+    **Time-outs.** A round's ``timeout`` (Flower's ``Strategy.start(timeout=...)``, which reaches
+    :meth:`send_and_receive`, or :meth:`push_messages`'s) is honoured as a deployment would: the
+    nodes run one after another here but stand for nodes that train in parallel, so a node whose
+    own call takes longer than the timeout sends no reply (its reply is dropped, as a straggler's
+    that never reached the server).
     deliver : {"on-push", "on-pull"}
         When a node runs its ClientApp: when the message is pushed (default; the replies wait
         in the grid until pulled, as a SuperLink holds them), or when its reply is pulled, so
@@ -73,7 +82,7 @@ class LocalGrid(Grid):
         if deliver not in ("on-push", "on-pull"):
             raise fail_param("deliver", "LocalGrid", "'on-push' or 'on-pull'", deliver)
         self.deliver = deliver
-        self._pushed: dict[str, Message] = {}
+        self._pushed: dict[str, tuple[Message, float | None]] = {}
         ids = np.random.default_rng(seed).integers(2**63, 2**64 - 1, size=num_nodes,
                                                    dtype=np.uint64, endpoint=True)  # fmt: skip
         self.node_ids = [int(i) for i in ids]  # Python ints: no int64 round trip
@@ -114,10 +123,12 @@ class LocalGrid(Grid):
         """The nodes' ids, 64-bit unsigned as Flower's (Grid API)."""
         return list(self.node_ids)
 
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+    def push_messages(self, messages: Iterable[Message], *,
+                      timeout: float | None = None) -> Iterable[str]:  # fmt: skip
         """Deliver each message to its node's ClientApp now, in order (``deliver="on-pull"``:
         when its reply is pulled); returns their ids (Grid API). A node that raises gives an
-        error reply, as in Flower; one that ``fail`` drops gives none.
+        error reply, as in Flower; one that ``fail`` drops, or whose call takes longer than
+        ``timeout`` seconds (None: no limit), gives none.
         """
         ids = []
         for msg in messages:
@@ -126,18 +137,20 @@ class LocalGrid(Grid):
             msg.metadata.__dict__["_message_id"] = mid
             ids.append(mid)
             if self.deliver == "on-pull":
-                self._pushed[mid] = msg
+                self._pushed[mid] = (msg, timeout)
             else:
-                self._answer(mid, msg)
+                self._answer(mid, msg, timeout)
         return ids
 
-    def _answer(self, mid: str, msg: Message) -> None:
-        """Run the node's ClientApp on ``msg`` and keep its reply under ``mid``."""
+    def _answer(self, mid: str, msg: Message, timeout: float | None = None) -> None:
+        """Run the node's ClientApp on ``msg`` and keep its reply under ``mid`` (none where it
+        took longer than ``timeout`` seconds)."""
         node = msg.metadata.dst_node_id
         if node not in self.contexts:
             return  # no such node: no reply, as a node that never answers
         if self.fail is not None and self.fail(self._partition[node], msg):
             return
+        began = time.monotonic()
         # The node gets a message of its own, as a deployment's deserialised one: its content's
         # records copied (the arrays' bytes shared, they are immutable), so that a client (or a
         # mod, as SecAgg+'s, that pops from it) changes nothing another node receives.
@@ -150,6 +163,8 @@ class LocalGrid(Grid):
         except Exception as exc:  # noqa: BLE001 - a failing client is an error reply, as in Flower
             reply = Message(Error(code=CLIENT_APP_RAISED_EXCEPTION,
                                   reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)  # fmt: skip
+        if timeout is not None and time.monotonic() - began > timeout:
+            return  # a straggler: its reply would come after the server stopped waiting
         reply.metadata.__dict__["_src_node_id"] = node
         self._replies[mid] = reply
 
@@ -159,12 +174,13 @@ class LocalGrid(Grid):
         out = []
         for m in message_ids:
             if m in self._pushed:
-                self._answer(m, self._pushed.pop(m))
+                self._answer(m, *self._pushed.pop(m))
             if m in self._replies:
                 out.append(self._replies.pop(m))
         return out
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:  # fmt: skip
-        """Push the messages and pull their replies (Grid API; delivery is synchronous here)."""
-        return self.pull_messages(self.push_messages(messages))
+        """Push the messages and pull their replies (Grid API; delivery is synchronous here; a
+        node slower than ``timeout`` seconds gives no reply)."""
+        return self.pull_messages(self.push_messages(messages, timeout=timeout))

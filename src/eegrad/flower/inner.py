@@ -40,18 +40,26 @@ update as a mean of n clients' updates, whose noise shrinks with n — does not 
   fixed number of clients (use ``privacy=CentralDP(...)``);
 * legacy (``flwr.server.strategy``) strategies: only the message API's strategies take part.
 
-**State.** The inner strategy's run state — FedAdam's moments, FedAvgM's momentum, the current
-arrays — is every attribute that is neither a hyperparameter (a number, string or bool) nor
-code (:func:`inner_state`); it goes into the checkpoint and is loaded back
-(:func:`load_inner_state`). The hyperparameters (:func:`inner_hyperparameters`) go into the
-checkpoint's fingerprint, so a checkpoint of another inner strategy, or of other
+**State.** What a run may change of the inner strategy is every attribute but its code and the
+sampling ones eegrad sets: FedAdam's moments, FedAvgM's momentum, the current arrays, and a
+number the strategy counts with (a round counter, a decaying learning rate), nothing guessed
+from its type. :func:`inner_snapshot` copies them as the strategy was given, and
+:func:`restore_snapshot` sets them back, so that every run starts from the strategy as given.
+With a checkpoint they go into it (:func:`inner_state`, checked when the checkpoint is asked
+for: an attribute that cannot be written is refused then, naming it) and are loaded back
+(:func:`load_inner_state`), a wrapped strategy's (a wrapper's ``.strategy``) within. The
+attributes that are numbers, strings or bools as given (:func:`inner_hyperparameters`) go into
+the checkpoint's fingerprint, so a checkpoint of another inner strategy, or of other
 hyperparameters, is refused naming the difference.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -70,8 +78,8 @@ from .._validation import InvalidParameterError, InvalidParameterTypeError
 from .privacy import fixed_n_wrappers, strategy_chain
 
 __all__ = ["LINEAR", "REPLIES", "NodesGiven", "UnsupportedStrategyError", "configure_inner",
-           "inner_hyperparameters", "inner_kind", "inner_state", "load_inner_state",
-           "mean_reply"]  # fmt: skip
+           "inner_hyperparameters", "inner_kind", "inner_snapshot", "inner_state",
+           "load_inner_state", "mean_reply", "restore_snapshot"]  # fmt: skip
 
 #: The aggregate is a weighted mean of the replies, then a server step: one synthetic reply.
 LINEAR = "linear"
@@ -221,13 +229,21 @@ def inner_hyperparameters(strategy: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any, where: str) -> Any:
-    """A copy of ``value`` in checkpointable terms (an ArrayRecord as a tagged dict of arrays)."""
+    """A copy of ``value`` in checkpointable terms (an ArrayRecord as a tagged dict of arrays, a
+    path as its string, a random generator as itself — :mod:`eegrad.checkpoint` writes its
+    state —, a wrapped strategy as its own state)."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, ArrayRecord):
         return {"__arrayrecord__": {k: np.array(a.numpy()) for k, a in value.items()}}
     if isinstance(value, np.ndarray | np.generic):
         return np.array(value)
+    if isinstance(value, PurePath):
+        return {"__path__": str(value)}
+    if isinstance(value, np.random.Generator):
+        return copy.deepcopy(value)
+    if isinstance(value, Strategy):
+        return {"__strategy__": inner_state(value)}
     if isinstance(value, dict):
         return {k: _plain(v, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -239,12 +255,20 @@ def _plain(value: Any, where: str) -> Any:
     )
 
 
-def _unplain(value: Any) -> Any:
+def _unplain(value: Any, current: Any = None) -> Any:
     if isinstance(value, dict):
         if set(value) == {"__arrayrecord__"}:
             return ArrayRecord({k: Array(np.ascontiguousarray(a))
                                 for k, a in value["__arrayrecord__"].items()})  # fmt: skip
+        if set(value) == {"__path__"}:
+            return type(current)(value["__path__"]) if isinstance(current, PurePath) else \
+                Path(value["__path__"])  # fmt: skip
+        if set(value) == {"__strategy__"} and isinstance(current, Strategy):
+            load_inner_state(current, value["__strategy__"])
+            return current
         return {k: _unplain(v) for k, v in value.items()}
+    if isinstance(value, np.random.Generator):
+        return copy.deepcopy(value)
     if isinstance(value, list | tuple):
         return type(value)(_unplain(v) for v in value)
     if isinstance(value, np.ndarray):
@@ -252,16 +276,40 @@ def _unplain(value: Any) -> Any:
     return value
 
 
+def _run_attributes(strategy: Any) -> dict[str, Any]:
+    """The attributes a run may change: all but code and the sampling ones eegrad sets."""
+    return {k: v for k, v in vars(strategy).items()
+            if k not in SAMPLING and not (callable(v) and not isinstance(v, Strategy))}  # fmt: skip
+
+
 def inner_state(strategy: Any) -> dict[str, Any]:
-    """A copy of the inner strategy's run state: every attribute that is neither a
-    hyperparameter (:func:`inner_hyperparameters`, the sampling ones included) nor code."""
+    """A checkpointable copy of the inner strategy's run state (the module's notes: every
+    attribute but code and the sampling ones); raises naming an attribute that cannot be
+    written."""
     return {k: _plain(v, f"{type(strategy).__name__}.{k}")
-            for k, v in vars(strategy).items()
-            if not (_is_hyperparameter(v) or callable(v))}  # fmt: skip
+            for k, v in _run_attributes(strategy).items()}  # fmt: skip
 
 
 def load_inner_state(strategy: Any, state: dict[str, Any]) -> None:
     """Set the inner strategy's run state from :func:`inner_state`'s copy (copied again, so the
-    state can be loaded twice)."""
+    state can be loaded twice; a wrapped strategy's in place)."""
     for k, v in state.items():
-        setattr(strategy, k, _unplain(v))
+        setattr(strategy, k, _unplain(v, getattr(strategy, k, None)))
+
+
+def inner_snapshot(strategy: Any) -> dict[str, Any]:
+    """A deep copy of the inner strategy's run attributes as it is now (as given): what
+    :func:`restore_snapshot` sets back before every run. An attribute that cannot be copied (a
+    lock, a connection) is left out, and so left as the run leaves it."""
+    out = {}
+    for k, v in _run_attributes(strategy).items():
+        with contextlib.suppress(Exception):  # what cannot be copied is not reset
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def restore_snapshot(strategy: Any, snapshot: dict[str, Any]) -> None:
+    """Set the inner strategy's run attributes back to :func:`inner_snapshot`'s (copied again,
+    so a snapshot serves every run)."""
+    for k, v in snapshot.items():
+        setattr(strategy, k, copy.deepcopy(v))

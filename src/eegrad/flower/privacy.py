@@ -16,7 +16,9 @@ the noise of C/20, silently. :class:`~eegrad.flower.EEGradStrategy` refuses to r
 **Accounting.** Each round composes one ``GaussianPrivacyEvent(z, n_t, K)`` in Flower's RDP
 accountant (``flwr.supercore.privacy_accounting``, dp-accounting underneath: the ``flower``
 extra installs it), with sampling without replacement from the K nodes — what the strategy does
-— and replace-one neighbours. The event is composed when the round's clients are asked, so a
+— and replace-one neighbours. A round that samples from fewer nodes than K (nodes that left) is
+composed with the sample size whose ratio over K is at least its own (:meth:`PrivateRounds.
+sample_size`), so that nodes leaving never make the stated ε smaller than the rounds spent. The event is composed when the round's clients are asked, so a
 round that then gets no reply is counted too. The records carry ``noise_std`` (zC/n) and ``epsilon`` (cumulative,
 at ``delta``). With ``max_epsilon``, a round whose release would take ε past it is not run: the
 run ends there, saying so, and the checkpoint keeps the state.
@@ -289,16 +291,29 @@ class PrivateRounds:
             self._spent = (state, float(acc.get_epsilon(self.dp.delta)))
         return self._spent[1]
 
-    def charge(self, server_round: int, n: int) -> None:
+    def sample_size(self, n: int, present: int | None = None) -> int:
+        r"""The sample size the round's event is composed with: n of the K nodes, or, where
+        fewer nodes are connected (``present`` < K) and the round samples its n from them, the
+        least size whose sampling ratio over K is at least the round's own,
+        :math:`\lceil \min(n, K_t) K / K_tceil` (at most K): the accountant's population stays
+        K, and a larger ratio never states less privacy spent than the round's."""
+        if present is None or present >= self.population:
+            return int(n)
+        present = max(int(present), 1)
+        return min(self.population, math.ceil(min(int(n), present) * self.population / present))
+
+    def charge(self, server_round: int, n: int, present: int | None = None) -> None:
         """Compose the round's event when its clients are asked (a round that then gets no
-        reply is still counted: never less private than stated); a round that would take ε past
+        reply is still counted: never less private than stated), its sampling ratio that of n
+        of the ``present`` nodes connected (:meth:`sample_size`); a round that would take ε past
         ``max_epsilon`` is undone and raises :class:`PrivacyBudgetExhausted`. One composition a
         round: Flower's ``would_exceed`` replays every earlier one, which a run of thousands of
         rounds cannot afford."""
         dp = self.dp
         before = self.accountant.state_dict() if dp.max_epsilon is not None else None
         spent = self.epsilon()
-        self.accountant.compose(dp.event(n, self.population, float(self.z[n - 1])))
+        self.accountant.compose(dp.event(self.sample_size(n, present), self.population,
+                                         float(self.z[n - 1])))  # fmt: skip
         projected = self.epsilon()
         if before is not None and projected > dp.max_epsilon:
             self.accountant.load_state_dict(before)

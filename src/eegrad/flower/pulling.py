@@ -9,9 +9,15 @@ time. :class:`PullingGrid` is a view of a grid whose ``send_and_receive`` does t
 Flower's ``Strategy.start`` loop, which hands the replies straight to ``aggregate_train``.
 
 A grid that answers synchronously (:class:`~eegrad.flower.LocalGrid`, ``synchronous = True``:
-every reply that will come exists once the pull is asked for) is pulled in one pass; any other is
-polled until every reply has come or ``timeout`` seconds have passed, as Flower's own
-``send_and_receive`` does.
+every reply that will come exists once the pull is asked for) is pulled in one pass, and told the
+round's ``timeout`` when the messages are pushed (it drops the reply of a node slower than that);
+any other is polled until every reply has come or ``timeout`` seconds have passed, as Flower's
+own ``send_and_receive`` does.
+
+**Whose reply.** Every reply is named by the node its message was sent to. A SuperLink that finds
+a node unavailable answers for it with an error reply of its own (source: the SuperLink's node
+id); such a reply is named by the node it stands for, so that a dead node is named once, by its
+own id.
 """
 
 from __future__ import annotations
@@ -34,12 +40,27 @@ def pull_replies(grid: Any, messages: Iterable[Message], timeout: float | None =
     pulled (each message id pulled on its own); it stops when all have come, after one pass for
     a synchronous grid, or at ``timeout`` seconds (None: no limit). Replies that never come are
     not yielded (the caller names them as timed out)."""
-    pending = list(grid.push_messages(messages))
+    messages = list(messages)
+    synchronous = bool(getattr(grid, "synchronous", False))
+    if synchronous:
+        pending = list(grid.push_messages(messages, timeout=timeout))
+    else:
+        pending = list(grid.push_messages(messages))
+    sent_to = {mid: int(m.metadata.dst_node_id) for mid, m in zip(pending, messages, strict=True)}
+    del messages
     end = None if timeout is None else time.monotonic() + timeout
-    return _pulled(grid, pending, end, poll_seconds)
+    return _pulled(grid, pending, sent_to, end, poll_seconds)
 
 
-def _pulled(grid: Any, pending: list[str], end: float | None,
+def _named_by_destination(reply: Message, node: int) -> Message:
+    """``reply``, its source the node its message was sent to (a SuperLink's error reply for an
+    unavailable node comes from the SuperLink itself)."""
+    if int(reply.metadata.src_node_id) != node:
+        reply.metadata.__dict__["_src_node_id"] = node
+    return reply
+
+
+def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float | None,
             poll_seconds: float) -> Iterator[Message]:  # fmt: skip
     synchronous = bool(getattr(grid, "synchronous", False))
     while pending:
@@ -48,7 +69,7 @@ def _pulled(grid: Any, pending: list[str], end: float | None,
             replies = list(grid.pull_messages([mid]))
             if replies:
                 came.add(mid)
-                reply = replies.pop()
+                reply = _named_by_destination(replies.pop(), sent_to[mid])
                 del replies
                 yield reply
                 del reply  # the caller has folded it: nothing of it is kept here

@@ -20,6 +20,7 @@ the rule the round, whose estimate is the round's mean update :math:`\bar u`, fr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -179,7 +180,14 @@ class RoundFold:
         """How an error names ``msg``: its node and the round (:func:`reply_source`)."""
         return reply_source(msg.metadata.src_node_id, self.server_round)
 
-    def _nonfinite(self, msg: Message) -> NonFiniteGradientError:
+    def _nonfinite(self, msg: Message, arrays: Sequence[Any] = ()) -> NonFiniteGradientError:
+        """The error of a reply whose update is not finite — or is finite, but so large that its
+        squared norm overflows float64 (where ``arrays`` show that)."""
+        if arrays and all(np.all(np.isfinite(array_view(a))) for a in arrays):
+            return NonFiniteGradientError(
+                f"The update of {self._source(msg)} is finite but too large: its squared norm "
+                "overflows float64 (above about 1e308); such an update cannot be averaged."
+            )
         return NonFiniteGradientError(
             f"The update of {self._source(msg)} contains NaN or Inf."
         )
@@ -243,7 +251,7 @@ class PlainFold(RoundFold):
         try:
             self.pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
-            raise self._nonfinite(msg) from None
+            raise self._nonfinite(msg, arrays) from None
         self._add_metrics(metrics, weight)
 
     def local_steps(self) -> float | None:
@@ -326,7 +334,7 @@ class PrivateFold(RoundFold):
         views = [array_view(a) for a in arrays]
         norm2 = update_norm2(views, self.model)
         if not math.isfinite(norm2):
-            raise self._nonfinite(msg)
+            raise self._nonfinite(msg, arrays)
         scale, coordinate = self.private.clip(norm2)
         self.pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
         self._spread += coordinate

@@ -7,8 +7,9 @@ seconds). A round of n clients then costs
 * ``round_cost="sum"``: :math:`\sum_i c_i + D(n)` — client-hours, energy or money, spent by every
   client asked;
 * ``round_cost="slowest"``: :math:`\max_i c_i + D(n)` — wall-clock time, with the n clients
-  training in parallel and the server waiting for the slowest (stragglers included; Flower's
-  per-round ``timeout`` caps it).
+  training in parallel and the server waiting for the slowest (stragglers included: a node that
+  sends no reply before Flower's per-round ``timeout`` costs the round that timeout, and is then
+  expected at that cost; :class:`~eegrad.flower.EEGradStrategy` tells it so).
 
 :class:`RoundCosts` learns the clients' costs from what they report, and predicts the expected
 cost of a round of every n (:meth:`RoundCosts.expected`). The sampled clients are a uniform draw

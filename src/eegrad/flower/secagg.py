@@ -230,12 +230,16 @@ class SecAggFold(RoundFold):
 
 
 class _NodesOf:
-    """A grid-like view of a legacy client manager: the node ids of its registered clients."""
+    """A grid-like view of a legacy client manager: the node ids of its registered clients,
+    read anew at every call (Flower registers a node that connects late in the client manager
+    while a round waits for it)."""
 
     def __init__(self, client_manager: Any):
-        self._proxies = {int(p.node_id): p for p in client_manager.all().values()}
+        self._manager = client_manager
+        self._proxies: dict[int, Any] = {}
 
     def get_node_ids(self) -> list[int]:
+        self._proxies = {int(p.node_id): p for p in self._manager.all().values()}
         return list(self._proxies)
 
     def proxy(self, node: int) -> Any:

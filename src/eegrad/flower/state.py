@@ -11,6 +11,8 @@ run: :meth:`~eegrad.flower.EEGradStrategy.start` makes one unless it resumes.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +48,17 @@ class Streams:
     def copy(self) -> Streams:
         """Independent copies at the same positions."""
         return copy.deepcopy(self)
+
+    def fingerprint(self) -> str:
+        """The streams as a checkpoint's fingerprint names them: the seed (the entropy of their
+        seed sequence, where they have one) and a digest of the four generators' states, so that
+        a run of another seed, or of a generator drawn from before, is told apart."""
+        gens = (self.selector, self.sampling, self.noise, self.evaluate)
+        states = json.dumps([g.bit_generator.state for g in gens], sort_keys=True, default=str)
+        digest = hashlib.sha256(states.encode()).hexdigest()[:16]
+        seq = self.selector.bit_generator.seed_seq
+        seed = seq.entropy if isinstance(seq, np.random.SeedSequence) else None
+        return f"seed {seed}, streams {digest}"
 
 
 @dataclass

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import append_row, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
-from .checkpointing import check_fingerprint, read_run, restore_run, save_run
+from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, SUMS_KEY, check_metric_key
 from .inner import (
     REPLIES,
@@ -81,9 +81,11 @@ from .inner import (
     configure_inner,
     inner_hyperparameters,
     inner_kind,
+    inner_snapshot,
     inner_state,
     load_inner_state,
     mean_reply,
+    restore_snapshot,
 )
 from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
@@ -99,7 +101,8 @@ __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "Cli
 
 #: Columns of the per-round records (and of ``csv_path``).
 RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
-                  "failed_nodes", "budget", "budget_used", "cost")  # fmt: skip
+                  "failed_nodes", "budget", "budget_used", "cost",
+                  "nodes_connected")  # fmt: skip
 
 _STEPS = ("every-round", "t-rounds")
 #: The default every-round rule's noise model (its ``noise_order``).
@@ -189,12 +192,15 @@ class EEGradStrategy(Strategy):
         among the n the budget left affords even if its
         clients cost as much as the costliest seen; the run ends before a round it cannot
         afford so (give a ``num_rounds`` large enough to spend the budget), and the records
-        gain ``budget_left``. A budget below one round of
+        gain ``budget_left``. Until a client has reported a cost, a round asks one client (two
+        under SecAgg+): no worst case is known before. A budget below one round of
         n = 1 (c_min + D(1)) is refused. ``steps`` must be ``"every-round"``.
     round_cost : {"sum", "slowest"}
         With ``total_budget``: a round costs the sum of its clients' costs (client-hours,
         energy, money) or the slowest client's (wall-clock time, clients in parallel: see
-        :mod:`eegrad.flower.round_costs`), plus D(n).
+        :mod:`eegrad.flower.round_costs`), plus D(n). With ``"slowest"`` the cost metric is
+        read as seconds: a node that sends no reply before Flower's round ``timeout`` cost the
+        round that wait (``cost_scale`` × the timeout), and is expected to again.
     cost_metric, cost_scale : str, float
         With ``total_budget``: a client's cost is ``cost_scale`` times its reply's metric
         ``cost_metric`` (default ``"cost"``; e.g. ``"num-examples"`` with the cost of a
@@ -418,7 +424,9 @@ class EEGradStrategy(Strategy):
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
         self._initial_streams = Streams(*as_generator(rng, owner).spawn(4))
-        self._inner_initial = None if strategy is None else inner_state(strategy)
+        self._inner_initial = None if strategy is None else inner_snapshot(strategy)
+        if strategy is not None and self.checkpoint is not None:
+            inner_state(strategy)  # what a checkpoint cannot hold is refused now, by name
         #: What a checkpoint must share with this run to continue it (the constructor's
         #: arguments; the model's arrays are added when it is saved).
         self.fingerprint = self._fingerprint()
@@ -460,6 +468,7 @@ class EEGradStrategy(Strategy):
                "total_budget": self.total_budget, "round_cost": self.round_cost,
                "cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
                "D(1..N+1)": [float(x) for x in self.aggregation(n)],
+               "rng": self._initial_streams.fingerprint(),
                "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
                "fraction_evaluate": self.fraction_evaluate,
                "weighted_by_key": self.weighted_by_key,
@@ -479,11 +488,15 @@ class EEGradStrategy(Strategy):
         #: The run's state (:class:`~eegrad.flower.state.RunState`).
         self.state = RunState(streams=self._initial_streams.copy())
         if self.strategy is not None:
-            load_inner_state(self.strategy, self._inner_initial)
+            restore_snapshot(self.strategy, self._inner_initial)
         self._offset = 0  # rounds done before a resumed start
         self._num_rounds: int | None = None  # the run's last server round (begin_run)
         self._min_clients = 1  # the least n a round can run (2 under SecAgg+: begin_run)
         self._round: dict[str, Any] | None = None
+        self._first_round = True  # the run's first round (a resumed run's) waits for nodes
+        self._fewer = False  # fewer nodes than min_available_nodes said once
+        self._nodes_connected: int | None = None  # at the pending round's configure_train
+        self._timeout: float | None = None  # Flower's round timeout, in seconds (start)
         self._latest: ArrayRecord | None = None  # the model the next round starts from
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
@@ -580,21 +593,24 @@ class EEGradStrategy(Strategy):
         """
         refuse_fixed_n_wrappers(self)
         server_round += self._offset
-        while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < self.min_available_nodes:
-            log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), self.min_available_nodes)
-            time.sleep(1.0)
+        nodes = self._connected_nodes(grid, server_round)
         keys = list(arrays.keys())
         model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
         state = self.state
         if state.estimator is None:
             self._setup(len(nodes), sum(a.size for a in model))
+        elif self._first_round and len(nodes) != state.num_nodes:
+            log(WARNING, "EE-Grad: %d nodes are connected where the resumed run had K = %d; "
+                "the rule keeps its %d arms and each round asks among the nodes connected",
+                len(nodes), state.num_nodes, state.estimator.N)  # fmt: skip
+        self._first_round = False
         least = min(self._min_clients, state.estimator.N)
         most = None if self.total_budget is None else self._affordable(server_round, least)
         self._tell_what_is_left(server_round)
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
-                state.private.charge(server_round, n)
+                state.private.charge(server_round, n, present=len(nodes))
             except PrivacyBudgetExhausted:
                 state.estimator.withdraw()
                 raise
@@ -619,6 +635,28 @@ class EEGradStrategy(Strategy):
         return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
                 for nid in chosen]  # fmt: skip
 
+    def _connected_nodes(self, grid: Grid, server_round: int) -> list[int]:
+        """The nodes connected now, sorted. Before the run's first round (a resumed run's
+        included) it waits for ``min_available_nodes``; later rounds ask among the nodes
+        connected, so that a node that died never stalls the run: a round with fewer says so
+        in the log once, and its record's ``nodes_connected``. At least the fewest clients a
+        round can run (1, or 2 under SecAgg+) are waited for."""
+        wait_for = self.min_available_nodes if self._first_round else self._min_clients
+        waited = 0.0
+        while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < wait_for:
+            if waited % 10.0 == 0.0:  # every 10 s, not every poll
+                log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), wait_for)
+            time.sleep(1.0)
+            waited += 1.0
+        if not self._first_round and len(nodes) < self.min_available_nodes and not self._fewer:
+            log(WARNING, "EE-Grad: server round %d: %d nodes connected, fewer than "
+                "min_available_nodes = %d; the rounds go on among the nodes connected (a round "
+                "asks at most that many; each record's nodes_connected says how many)",
+                server_round, len(nodes), self.min_available_nodes)  # fmt: skip
+            self._fewer = True
+        self._nodes_connected = len(nodes)
+        return nodes
+
     def _tell_what_is_left(self, server_round: int) -> None:
         """Before the rule asks, tell it what is left of the run, where it weighs it: with a
         total budget, every n's expected cost and the budget left (:attr:`~eegrad.Selector.
@@ -635,7 +673,9 @@ class EEGradStrategy(Strategy):
     def _affordable(self, server_round: int, least: int) -> int:
         """With a total budget: the most clients the budget left affords in the worst case
         (its clients as costly as the costliest seen); raises :class:`BudgetSpent` where it
-        affords not ``least``."""
+        affords not ``least``. Before any client has reported a cost there is no worst case
+        to go by (``c_min`` is the least a client costs, not the most): the round asks the
+        fewest clients, ``least``, whose costs then bound the next rounds'."""
         state = self.state
         worst = self.round_costs().worst(state.estimator.N)
         left = self.total_budget - state.cost
@@ -647,6 +687,8 @@ class EEGradStrategy(Strategy):
                 f"{left:.4g} of {self.total_budget:g}; the run ends after round "
                 f"{server_round - 1}."
             )
+        if not state.client_costs:
+            return least
         return int(affordable.max()) + 1
 
     def _new_fold(self) -> RoundFold:
@@ -690,8 +732,8 @@ class EEGradStrategy(Strategy):
                 if self._kind == REPLIES:
                     kept.append(m)
             del m  # before the next reply is pulled: one reply in memory at a time
-        failed += [nid for nid in rnd["nodes"] if nid not in answered]  # timed out
-        return self.finish_round(fold, failed, kept=kept)
+        timed_out = [nid for nid in rnd["nodes"] if nid not in answered]
+        return self.finish_round(fold, failed + timed_out, kept=kept, timed_out=timed_out)
 
     # -- a round driven by another loop (Flower's legacy SecAgg+ workflow) -------------------
     @property
@@ -702,12 +744,13 @@ class EEGradStrategy(Strategy):
         return self._round
 
     def finish_round(self, fold: RoundFold, failed: list[int], *, kept: Sequence[Message] = (),
-                     extra: dict[str, Any] | None = None,
+                     extra: dict[str, Any] | None = None, timed_out: Sequence[int] = (),
                      ) -> tuple[ArrayRecord | None, MetricRecord]:  # fmt: skip
         """Finish the pending round from its replies' ``fold`` (:mod:`eegrad.flower.replies`):
         tell the rule (or withdraw a round with none), step or have the inner strategy
         aggregate (``kept``: the replies, for one that needs every reply), record (``failed``
-        nodes; ``extra``: more fields of the row) and save."""
+        nodes, of which ``timed_out`` sent no reply before the round's timeout; ``extra``: more
+        fields of the row) and save."""
         rnd, state = self._round, self.state
         server_round, n = rnd["server_round"], rnd["n"]
         est = state.estimator
@@ -717,8 +760,9 @@ class EEGradStrategy(Strategy):
             used += float(np.nansum(fold.costs)) if replied else 0.0
         else:  # the round's own cost: its clients' (summed, or the slowest's) and D(n)
             costs = self.round_costs()
-            used = costs.round_cost(fold.costs, n)
-            costs.tell(fold.node_costs)
+            waited = self._straggler_costs(timed_out)
+            used = costs.round_cost(fold.costs + list(waited.values()), n)
+            costs.tell({**fold.node_costs, **waited})
         if replied:
             steps = fold.local_steps()
             if steps is not None and est.selector.uses_signal:
@@ -726,7 +770,7 @@ class EEGradStrategy(Strategy):
             fold.finish(est)
         else:
             est.withdraw()
-        new_arrays, inner_metrics = None, None
+        new_arrays, inner_metrics = None, fold.client_metrics() if replied else {}
         step, scale = 0, 1.0
         if replied and est.done:
             scale = self._step_scale(n)
@@ -748,7 +792,8 @@ class EEGradStrategy(Strategy):
                "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)),
                "budget": "" if self.budget is None else self.budget,
-               "budget_used": used, "cost": state.cost}  # fmt: skip
+               "budget_used": used, "cost": state.cost,
+               "nodes_connected": self._nodes_connected}  # fmt: skip
         if self.total_budget is not None:
             row["budget_left"] = self.total_budget - state.cost
         if self.privacy is not None:
@@ -761,7 +806,8 @@ class EEGradStrategy(Strategy):
                 write_table(self.csv_path, state.records, self.columns)
             else:
                 append_row(self.csv_path, row, self.columns)
-        metrics = {"arm": n, "clients-replied": replied, "clients-failed": len(failed),
+        metrics = {**(inner_metrics or {}),  # the clients' (or the inner strategy's), then eegrad's
+                   "arm": n, "clients-replied": replied, "clients-failed": len(failed),
                    "budget-used": used, "cost": state.cost, "step": step,
                    "step-scale": scale}  # fmt: skip
         state.metrics[server_round] = metrics
@@ -771,7 +817,16 @@ class EEGradStrategy(Strategy):
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
-        return new_arrays, MetricRecord({**(inner_metrics or {}), **metrics})
+        return new_arrays, MetricRecord(metrics)
+
+    def _straggler_costs(self, timed_out: Sequence[int]) -> dict[int, float]:
+        """With ``round_cost="slowest"`` (the cost metric read as seconds): each node that sent
+        no reply before the round's timeout cost the round that wait, ``cost_scale`` × the
+        timeout, by node id (and is remembered at that cost, so the rule expects it again);
+        nothing otherwise."""
+        if self.round_cost != "slowest" or self._timeout is None:
+            return {}
+        return {int(node): self.cost_scale * self._timeout for node in timed_out}
 
     def _save(self, new_arrays: ArrayRecord | None) -> None:
         """Checkpoint the run after the round: configuration, state and the round's model (its
@@ -788,6 +843,7 @@ class EEGradStrategy(Strategy):
         saved = read_run(self.checkpoint)
         check_fingerprint(saved, self.fingerprint,
                           {k: array_view(initial_arrays[k]) for k in initial_arrays})  # fmt: skip
+        check_state(saved)
         self._setup(saved.field("num_nodes"), saved.field("dim"))
         restore_run(self.state, saved)
         if self.strategy is not None and self.state.inner is not None:
@@ -868,6 +924,7 @@ class EEGradStrategy(Strategy):
         Every call begins a fresh run (records, cost, streams and the inner strategy's state as
         constructed) unless it resumes."""
         arrays = self.begin_run(initial_arrays, num_rounds)
+        self._timeout = None if timeout is None else float(timeout)
         offset = self.rounds_done
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": {}}  # fmt: skip
@@ -903,6 +960,8 @@ class EEGradStrategy(Strategy):
             setattr(result, name, {rnd + offset: m for rnd, m in table.items()})
         for rnd, m in self.state.metrics.items():  # the rounds before the resume, saved
             result.train_metrics_clientapp.setdefault(rnd, MetricRecord(m))
+        if not len(result.arrays):  # every round run lost: the model the run had
+            result.arrays = self._latest
         result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
         self.end_run()
         return result
