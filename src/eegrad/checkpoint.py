@@ -253,12 +253,14 @@ def write_checkpoint(path: str | Path, tree: Any, arrays: dict[str, np.ndarray])
 def read_checkpoint(path: str | Path) -> tuple[Any, dict[str, np.ndarray]]:
     """The tree and arrays of a checkpoint written by :func:`write_checkpoint`."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
+    try:  # the file opened here, so that it is closed whatever NumPy makes of its bytes
+        with open(path, "rb") as fh:
+            data = np.load(fh, allow_pickle=False)
             if not isinstance(data, np.lib.npyio.NpzFile):
                 raise CheckpointError(f"The file {path} is not an eegrad checkpoint (a single "
                                       "array, not an .npz archive).")  # fmt: skip
-            members = {k: data[k] for k in data.files}
+            with data:
+                members = {k: data[k] for k in data.files}
     except CheckpointError:
         raise
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:

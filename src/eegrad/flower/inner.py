@@ -301,15 +301,26 @@ def inner_snapshot(strategy: Any) -> dict[str, Any]:
     """A deep copy of the inner strategy's run attributes as it is now (as given): what
     :func:`restore_snapshot` sets back before every run. An attribute that cannot be copied (a
     lock, a connection) is left out, and so left as the run leaves it."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in _run_attributes(strategy).items():
+        if isinstance(v, Strategy):  # a wrapped strategy: its own attributes, kept in place
+            out[k] = _Nested(inner_snapshot(v))
+            continue
         with contextlib.suppress(Exception):  # what cannot be copied is not reset
             out[k] = copy.deepcopy(v)
     return out
 
 
+class _Nested(dict):
+    """A wrapped strategy's snapshot (restored into the object the wrapper holds)."""
+
+
 def restore_snapshot(strategy: Any, snapshot: dict[str, Any]) -> None:
     """Set the inner strategy's run attributes back to :func:`inner_snapshot`'s (copied again,
-    so a snapshot serves every run)."""
+    so a snapshot serves every run; a wrapped strategy's in place, the object the wrapper
+    holds kept)."""
     for k, v in snapshot.items():
-        setattr(strategy, k, copy.deepcopy(v))
+        if isinstance(v, _Nested):
+            restore_snapshot(getattr(strategy, k), v)
+        else:
+            setattr(strategy, k, copy.deepcopy(v))
