@@ -58,49 +58,113 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
 
 
+class _Deployment:
+    """A SuperLink and SuperNodes on localhost, each process in its own session, all stopped by
+    :meth:`close`."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        home = tmp_path / "flwr-home"
+        home.mkdir()
+        self.link_port = _free_port()
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "here"\n\n[superlink.here]\naddress = '
+            f'"127.0.0.1:{self.link_port}"\ninsecure = true\n'
+        )
+        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+                    "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+        self.logs, self.procs = [], []
+
+    def start(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed in close()
+        self.logs.append(log)
+        proc = subprocess.Popen([str(BIN / args[0]), *args[1:]], env=self.env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def superlink_and_supernodes(self, nodes: int) -> list[subprocess.Popen]:
+        link = self.start("superlink", "flower-superlink", "--insecure", "--port",
+                          str(self.link_port), "--disable-runtime-dependency-installation")  # fmt: skip
+        _wait_for_port(self.link_port, link)
+        return [self.start(f"supernode-{i}", "flower-supernode", "--insecure",
+                           "--superlink", f"127.0.0.1:{self.link_port}",
+                           "--port", str(_free_port()),
+                           "--node-config", f"partition-id={i} num-partitions={nodes}")
+                for i in range(nodes)]  # fmt: skip
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            _stop(proc)
+        for log in self.logs:
+            log.close()
+        assert all(p.poll() is not None for p in self.procs)
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_a_supernode_killed_mid_run_does_not_stall_it(tmp_path):
+    """Three SuperNodes, min-nodes = 3; one is killed (SIGKILL, with its ClientApp processes)
+    after round 1. The run finishes: later rounds ask among the two left (their records say
+    so), and the dead node, where a round asked it, is named by its own id — never as the
+    SuperLink's node id (1) that answers for it."""
+    nodes, rounds = 3, 4
+    dep = _Deployment(tmp_path)
+    try:
+        supernodes = dep.superlink_and_supernodes(nodes)
+        records = tmp_path / "records.csv"
+        run = subprocess.Popen(
+            [str(BIN / "flwr"), "run", str(EXAMPLES / "flower_app"), "here", "--stream",
+             "--run-config", (f'num-server-rounds={rounds} min-nodes={nodes} '
+             f'csv-path="{records}"')],
+            env=dep.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        dep.procs.append(run)
+        deadline = time.monotonic() + 180
+        while not _rows(records) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        assert _rows(records), "round 1 was never recorded"
+        os.killpg(supernodes[-1].pid, signal.SIGKILL)  # the node and its ClientApp processes
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, out[-3000:]
+        rows = _rows(records)
+        assert [int(r["server_round"]) for r in rows] == list(range(1, rounds + 1))
+        assert int(rows[-1]["nodes_connected"]) == nodes - 1
+        failed = [r["failed_nodes"].split() for r in rows]
+        named = {nid for row in failed for nid in row}
+        assert "1" not in named  # the SuperLink's id never stands for the dead node
+        assert len(named) <= 1  # one node died: at most one id is ever named
+        assert all(len(row) == len(set(row)) for row in failed)  # once in a round
+        for r in rows:
+            assert int(r["clients_replied"]) == int(r["clients_asked"]) - len(
+                r["failed_nodes"].split())
+    finally:
+        dep.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
 def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
     if app == "flower_torch_app":
         pytest.importorskip("torch")
-    home = tmp_path / "flwr-home"
-    home.mkdir()
-    link_port = _free_port()
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "here"\n\n[superlink.here]\naddress = "127.0.0.1:{link_port}"\n'
-        "insecure = true\n"
-    )
-    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
-           "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
-    logs = []
-
-    def start(name: str, *args: str) -> subprocess.Popen:
-        log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed in finally
-        logs.append(log)
-        return subprocess.Popen([str(BIN / args[0]), *args[1:]], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-
-    procs = []
+    dep = _Deployment(tmp_path)
     try:
-        link = start("superlink", "flower-superlink", "--insecure", "--port", str(link_port),
-                     "--disable-runtime-dependency-installation")  # fmt: skip
-        procs.append(link)
-        _wait_for_port(link_port, link)
-        for i in range(NODES):
-            procs.append(start(f"supernode-{i}", "flower-supernode", "--insecure",
-                               "--superlink", f"127.0.0.1:{link_port}",
-                               "--port", str(_free_port()),
-                               "--node-config", f"partition-id={i} num-partitions={NODES}"))  # fmt: skip
+        dep.superlink_and_supernodes(NODES)
         records, checkpoint = tmp_path / "records.csv", tmp_path / "server.npz"
         extra = f' checkpoint="{checkpoint}"' if app == "flower_torch_app" else ""
         run = subprocess.run(
             [str(BIN / "flwr"), "run", str(EXAMPLES / app), "here", "--stream", "--run-config",
              f'num-server-rounds={ROUNDS} min-nodes={NODES} csv-path="{records}"{extra}'],
-            check=False, env=env, capture_output=True, text=True, timeout=240,
+            check=False, env=dep.env, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        with open(records) as f:
-            rows = list(csv.DictReader(f))
+        rows = _rows(records)
         assert [int(r["server_round"]) for r in rows] == list(range(1, ROUNDS + 1))
         for r in rows:
             assert 1 <= int(r["arm"]) <= NODES
@@ -113,8 +177,4 @@ def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
             tree, _ = read_checkpoint(checkpoint)
             assert tree["state"]["__dict__"]["server_round"] == ROUNDS
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        for log in logs:
-            log.close()
-    assert all(p.poll() is not None for p in procs)
+        dep.close()
