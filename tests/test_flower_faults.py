@@ -437,3 +437,17 @@ def test_the_damaged_zip_error_is_a_checkpoint_error(tmp_path):
 
     with pytest.raises(CheckpointError, match="cannot be read"):
         read_checkpoint(ck)
+
+
+def test_a_round_whose_replies_raise_part_way_leaves_nothing_pending():
+    """A reply that cannot be used ends the run with an error naming it; the round is not left
+    half-told (no pending round, the rule's pull withdrawn), so the strategy starts again."""
+
+    def bad(pid, arrays):
+        return [arrays[0] * np.nan] if pid == 3 else None
+
+    strategy = tf._strategy(selector=FixedArm(tf.K))
+    with pytest.raises(NonFiniteGradientError, match="server round 1"):
+        tf._start(strategy, LocalGrid(tf._app(bad=bad), tf.K, seed=2), 2)
+    assert strategy.pending_round is None
+    assert strategy.estimator.ask() == tf.K  # no "ask() called twice": nothing is pending

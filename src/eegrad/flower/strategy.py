@@ -721,17 +721,23 @@ class EEGradStrategy(Strategy):
         fold = self._new_fold()
         kept: list[Message] = []  # the replies, for an inner strategy that needs every one
         failed, answered = [], set()
-        for m in replies:  # each folded into running sums and dropped: O(d), FedAvg's cost
-            node = m.metadata.src_node_id
-            answered.add(node)
-            if m.has_error():
-                failed.append(node)
-                log(INFO, "node %d failed at round %d: %s", node, server_round, m.error.reason)
-            elif node in asked:
-                fold.add(m)
-                if self._kind == REPLIES:
-                    kept.append(m)
-            del m  # before the next reply is pulled: one reply in memory at a time
+        try:
+            for m in replies:  # each folded into running sums and dropped: O(d), FedAvg's cost
+                node = m.metadata.src_node_id
+                answered.add(node)
+                if m.has_error():
+                    failed.append(node)
+                    log(INFO, "node %d failed at round %d: %s", node, server_round,
+                        m.error.reason)  # fmt: skip
+                elif node in asked:
+                    fold.add(m)
+                    if self._kind == REPLIES:
+                        kept.append(m)
+                del m  # before the next reply is pulled: one reply in memory at a time
+        except Exception:  # a reply that cannot be used ends the run; nothing is left pending
+            self.state.estimator.withdraw()
+            self._round = None
+            raise
         timed_out = [nid for nid in rnd["nodes"] if nid not in answered]
         return self.finish_round(fold, failed + timed_out, kept=kept, timed_out=timed_out)
 
