@@ -528,7 +528,7 @@ def _steps_app(steps_of=None, batch_size=2):
 
     @app.train()
     def train(msg, context):
-        metrics = {"num-examples": 3}
+        metrics = {"num-examples": 3, "cost": 1.0}  # a per-round client reports its spend
         steps = steps_of(int(context.node_config["partition-id"]))
         if steps is not None:
             metrics["local-steps"] = steps

@@ -280,14 +280,9 @@ def test_a_finite_update_whose_norm_overflows_is_not_called_nan():
 def test_a_resume_with_another_number_of_nodes_says_so(tmp_path, caplog):
     ck = tmp_path / "run.npz"
     tf._start(tf._strategy(checkpoint=ck), LocalGrid(tf._app(), tf.K, seed=2), 2)
-    flwr = logging.getLogger("flwr")
-    flwr.setLevel(logging.WARNING)
-    flwr.addHandler(caplog.handler)
-    try:
-        again = tf._strategy(checkpoint=ck)
-        tf._start(again, LocalGrid(tf._app(), tf.K - 2, seed=2), 3)
-    finally:
-        flwr.removeHandler(caplog.handler)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    again = tf._strategy(checkpoint=ck)
+    tf._start(again, LocalGrid(tf._app(), tf.K - 2, seed=2), 3)
     assert "6 nodes are connected where the resumed run had K = 8" in caplog.text
     assert again.records[-1]["nodes_connected"] == tf.K - 2
 
@@ -451,3 +446,39 @@ def test_a_round_whose_replies_raise_part_way_leaves_nothing_pending():
         tf._start(strategy, LocalGrid(tf._app(bad=bad), tf.K, seed=2), 2)
     assert strategy.pending_round is None
     assert strategy.estimator.ask() == tf.K  # no "ask() called twice": nothing is pending
+
+
+# -- the silent traps of a practitioner's first run ---------------------------------------------
+def test_a_per_round_budget_whose_clients_report_no_spend_is_an_error_naming_the_fix():
+    """Flower's quickstart client, unchanged, under budget=: it trains its own way and reports
+    no spend; before, budget_used was 0.0 every round while the cost rose by B."""
+    s = EEGradStrategy(budget=30.0, c_min=1.0)
+    with pytest.raises(ValueError, match="budgeted_train.*total_budget=") as err:
+        tb._run(s, tb._quickstart_app(), rounds=3)
+    assert "server round 1" in str(err.value)
+    assert s.pending_round is None
+
+
+def test_a_missing_cost_metric_lists_what_the_replies_carry_and_suggests_one():
+    s = EEGradStrategy(total_budget=100.0)
+    with pytest.raises(ValueError, match=r"\['num-examples', 'train_loss'\].*"
+                                         r"cost_metric='num-examples'"):  # fmt: skip
+        tb._run(s, tb._quickstart_app(), rounds=3)
+
+
+def test_an_inner_strategy_that_overrides_start_is_refused_with_the_reason():
+    class Tracked(FedAvg):  # the pattern of Flower's W&B tutorial
+        def start(self, *args, **kwargs):
+            return super().start(*args, **kwargs)
+
+    with pytest.raises(ValueError, match="overrides start.*never its start"):
+        tf._strategy(strategy=Tracked())
+
+
+def test_fewer_nodes_than_the_budget_affords_is_said_once(caplog):
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    s = EEGradStrategy(budget=100.0, c_min=1.0, selector=FixedArm(2))
+    tf._start(s, LocalGrid(tf._app(), 2, seed=2), 3)
+    said = [r for r in caplog.records if "2 nodes are connected" in r.getMessage()]
+    assert len(said) == 1
+    assert "N = 99" in said[0].getMessage()

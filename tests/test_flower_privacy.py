@@ -30,7 +30,8 @@ def _quiet_flower():
 
 
 def _echo_app(update):
-    """Clients that reply w − update(pid) with 10 samples each."""
+    """Clients that reply w − update(pid) with 10 samples each (and the spend a per-round
+    client reports)."""
     app = ClientApp()
 
     @app.train()
@@ -38,7 +39,7 @@ def _echo_app(update):
         pid = int(context.node_config["partition-id"])
         w = msg.content["arrays"]["w"].numpy()
         rec = {"arrays": ArrayRecord({"w": Array(w - update(pid, w.size))}),
-               "metrics": MetricRecord({"num-examples": 10})}  # fmt: skip
+               "metrics": MetricRecord({"num-examples": 10, "cost": 1.0})}  # fmt: skip
         return Message(RecordDict(rec), reply_to=msg)
 
     return app

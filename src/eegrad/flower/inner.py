@@ -38,7 +38,9 @@ update as a mean of n clients' updates, whose noise shrinks with n — does not 
   Byzantine nodes, again not the n asked;
 * Flower's DP wrappers anywhere in the chain of ``.strategy``: they calibrate their noise to a
   fixed number of clients (use ``privacy=CentralDP(...)``);
-* legacy (``flwr.server.strategy``) strategies: only the message API's strategies take part.
+* legacy (``flwr.server.strategy``) strategies: only the message API's strategies take part;
+* a strategy that overrides ``start``: eegrad runs the rounds and calls the strategy's round
+  methods, never its ``start``, which would silently not run.
 
 **State.** What a run may change of the inner strategy is every attribute but its code and the
 sampling ones eegrad sets: FedAdam's moments, FedAvgM's momentum, the current arrays, and a
@@ -143,6 +145,15 @@ def inner_kind(strategy: Any) -> str:
                 f"The 'strategy' parameter of EEGradStrategy cannot be a {name}: {why}. The "
                 "choice of n models the round's update as a mean of n clients' updates."
             )
+    if type(strategy).start is not Strategy.start:
+        raise UnsupportedStrategyError(
+            f"The 'strategy' parameter of EEGradStrategy cannot be a {name} that overrides "
+            "start(): EEGradStrategy runs the rounds itself and calls the strategy's "
+            "configure_train, aggregate_train, configure_evaluate and aggregate_evaluate, never "
+            "its start, so what that start does would silently not happen. Do it around "
+            "EEGradStrategy.start in your ServerApp (e.g. open the experiment tracker before, "
+            "log strategy.records after)."
+        )
     own = type(strategy).aggregate_train  # a subclass that overrides it is not known linear
     if any(own is cls.aggregate_train for cls in linear):
         return LINEAR

@@ -114,9 +114,14 @@ def reply_cost(metrics: Any, where: str, *, cost_metric: str = "cost", cost_scal
     a negative or non-finite cost is an error naming ``where``."""
     if cost_metric not in metrics:
         if required:
+            carried = sorted(metrics.keys())
+            hint = ("cost_metric='num-examples' (with cost_scale the cost of one sample) counts "
+                    "the samples each client trained on" if "num-examples" in carried else
+                    f"cost_metric= one of {carried}")  # fmt: skip
             raise ClientUpdateError(
                 f"The reply of {where} has no {cost_metric!r} metric: with a total budget every "
-                f"client reports what its training cost (cost_metric={cost_metric!r})."
+                f"client reports what its training cost (cost_metric={cost_metric!r}). Its "
+                f"metrics are {carried}; {hint}."
             )
         return float("nan")
     cost = cost_scale * float(metrics[cost_metric])

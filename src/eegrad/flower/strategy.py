@@ -546,6 +546,11 @@ class EEGradStrategy(Strategy):
         state = self.state
         state.num_nodes, state.dim = int(num_nodes), int(dim)
         N = state.num_nodes if self.max_arms is None else min(self.max_arms, state.num_nodes)
+        if self.max_arms is not None and state.num_nodes < self.max_arms:
+            log(WARNING, "EE-Grad: %d nodes are connected, so a round asks 1 to %d clients, where "
+                "the budget affords up to N = %d: connect more nodes (in Flower's simulation, "
+                "options.num-supernodes of the federation) to let the rule choose among them",
+                state.num_nodes, state.num_nodes, self.max_arms)  # fmt: skip
         sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = None
@@ -761,6 +766,18 @@ class EEGradStrategy(Strategy):
         server_round, n = rnd["server_round"], rnd["n"]
         est = state.estimator
         replied = fold.replied
+        if self.total_budget is None and replied and np.all(np.isnan(fold.costs)):
+            est.withdraw()
+            self._round = None
+            raise ClientUpdateError(
+                f"No reply of server round {server_round} reports what it spent (the metric "
+                f"{self.cost_metric!r}): with a per-round budget (budget=) each client spends "
+                "the share of B it is sent and reports it. Wrap the client's train function "
+                "with eegrad.flower.budgeted_train or budgeted_torch_train; or, for clients that "
+                "train their own way (as Flower's quickstart clients do), give the run's "
+                "total_budget= instead of budget=, counted in a metric they report (e.g. "
+                "cost_metric='num-examples')."
+            )
         if self.total_budget is None:
             used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
             used += float(np.nansum(fold.costs)) if replied else 0.0
