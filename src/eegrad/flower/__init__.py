@@ -1,6 +1,6 @@
 """EE-Grad where federated learning runs: a Flower strategy and its client side.
 
-The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41). A Flower user hands the
+The ``flower`` extra (``pip install "eegrad[flower]"``, Flower 1.41 or 1.42). A Flower user hands the
 strategy they train with to :class:`EEGradStrategy` (``strategy=FedAdam(...)``; or none, for
 FedAvg's step) in their ``ServerApp``, and wraps their gradient code with :func:`budgeted_train`
 (NumPy) or their PyTorch model with :func:`budgeted_torch_train` (local epochs) in their
@@ -20,7 +20,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
         "eegrad.flower needs Flower: install the 'flower' extra, "
-        "pip install \"eegrad[flower]\" (flwr[simulation,dp]==1.41.0)."
+        "pip install \"eegrad[flower]\" (flwr[simulation,dp] 1.41 or 1.42)."
     ) from exc
 
 from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums

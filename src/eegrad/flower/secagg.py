@@ -1,6 +1,6 @@
 r"""EEGradStrategy under Flower's SecAgg+: the server sees only the masked sum of the replies.
 
-Flower 1.41 runs SecAgg+ (Bell et al. 2020) in its legacy workflow:
+Flower 1.41 and 1.42 run SecAgg+ (Bell et al. 2020) in its legacy workflow:
 ``DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(...))`` drives a legacy
 (``flwr.server.strategy``) strategy, and every client runs ``secaggplus_mod``. This module is the
 bridge:
