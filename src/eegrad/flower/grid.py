@@ -49,6 +49,12 @@ class LocalGrid(Grid):
     fail : callable, optional
         ``fail(partition_id, message) -> bool``: drop that node's reply (as a timed-out node),
         for testing failure handling.
+    deliver : {"on-push", "on-pull"}
+        When a node runs its ClientApp: when the message is pushed (default; the replies wait
+        in the grid until pulled, as a SuperLink holds them), or when its reply is pulled, so
+        that a server that pulls one reply at a time (:func:`eegrad.flower.pulling.pull_replies`)
+        has one reply in memory at a time, as it would in a deployment whose replies wait on
+        the SuperLink.
 
     Notes
     -----
@@ -57,12 +63,6 @@ class LocalGrid(Grid):
     nodes run one after another here but stand for nodes that train in parallel, so a node whose
     own call takes longer than the timeout sends no reply (its reply is dropped, as a straggler's
     that never reached the server).
-    deliver : {"on-push", "on-pull"}
-        When a node runs its ClientApp: when the message is pushed (default; the replies wait
-        in the grid until pulled, as a SuperLink holds them), or when its reply is pulled, so
-        that a server that pulls one reply at a time (:func:`eegrad.flower.pulling.pull_replies`)
-        has one reply in memory at a time, as it would in a deployment whose replies wait on
-        the SuperLink.
     """
 
     #: Every reply that will come exists once it is asked for: one pull pass suffices.
