@@ -68,11 +68,11 @@ from .._validation import (
     check_real,
     fail,
 )
-from ..arms import feasible_arms, per_client_spend
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import append_row, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
+from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, SUMS_KEY, check_metric_key
 from .inner import (
@@ -91,7 +91,6 @@ from .model_arrays import array_view, cast_like
 from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
 from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsFold
-from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState, Streams
 
 __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
@@ -107,14 +106,6 @@ RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_repli
 _STEPS = ("every-round", "t-rounds")
 #: The default every-round rule's noise model (its ``noise_order``).
 DEFAULT_NOISE_ORDER = 2
-
-
-#: Points 1..this of D(n) in the fingerprint of a total-budget run (N is not known yet).
-_D_POINTS = 64
-
-
-class BudgetSpent(InvalidParameterError):
-    """With a total budget: the next round would cost more than the budget left."""
 
 
 #: What ends a run before its rounds: a budget of privacy or of cost is spent.
@@ -327,40 +318,22 @@ class EEGradStrategy(Strategy):
         aggregation = LinearAggregation(b=0.0) if aggregation is None else as_aggregation(
             aggregation, owner)  # fmt: skip
         self.aggregation = aggregation
-        if budget is not None and total_budget is not None:
-            raise fail("total_budget", owner, "None when budget is given (budget: a round's, "
-                       "shared by its clients; total_budget: the run's, spent by clients that "
-                       "train their own way)", total_budget)  # fmt: skip
-        if budget is None and total_budget is None:
-            raise fail("budget", owner, "a round's budget > 0, or total_budget= for the run's",
-                       None)  # fmt: skip
-        #: The run's total budget (the total-budget mode), or None (a per-round budget).
-        self.total_budget = None
-        if total_budget is None:
-            self.budget = check_real(budget, "budget", owner, gt=0)
-            if c_min is None:
-                raise fail("c_min", owner, "the least a client's participation costs, > 0, "
-                           "with a per-round budget", None)  # fmt: skip
-            self.c_min = check_real(c_min, "c_min", owner, gt=0)
-            # N before the nodes are known: checks the budget at construction, as
-            # Arms.from_costs.
-            self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
-        else:
-            self.budget = None
-            self.total_budget = check_real(total_budget, "total_budget", owner, gt=0)
-            self.c_min = 0.0 if c_min is None else check_real(c_min, "c_min", owner, ge=0)
-            first = self.c_min + float(aggregation(np.array([1.0]))[0])
-            if first > self.total_budget:
-                raise fail("total_budget", owner, f"at least one round of n = 1 (c_min + D(1) = "
-                           f"{first:g})", total_budget)  # fmt: skip
-            self.max_arms = None  # every node: the rounds' costs, not a share, bound n
-            if steps != "every-round":
-                raise fail("steps", owner, "'every-round' with a total budget", steps)
-        if round_cost not in ROUND_COSTS:
-            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
-        self.round_cost = round_cost
         self.cost_metric = check_metric_key(cost_metric, "cost_metric", owner)
         self.cost_scale = check_real(cost_scale, "cost_scale", owner, gt=0)
+        #: The run's budget, a part that owns its accounting: B per round
+        #: (:class:`~eegrad.flower.budgets.RoundBudget`) or the run's total
+        #: (:class:`~eegrad.flower.budgets.TotalBudget`).
+        self.budgeting = make_budget(budget, total_budget, c_min, aggregation,
+                                     round_cost=round_cost, cost_metric=self.cost_metric,
+                                     cost_scale=self.cost_scale, owner=owner)  # fmt: skip
+        #: B per round (None with a total budget) and the run's total (None with B per round).
+        self.budget, self.total_budget = self.budgeting.budget, self.budgeting.total
+        self.c_min = self.budgeting.c_min
+        #: N of the budget before the nodes are known (None with a total budget: every node).
+        self.max_arms = self.budgeting.max_arms
+        self.round_cost = round_cost
+        if self.total_budget is not None and steps != "every-round":
+            raise fail("steps", owner, "'every-round' with a total budget", steps)
         if steps not in _STEPS:
             raise fail("steps", owner, f"one of {_STEPS}", steps)
         self.steps = steps
@@ -418,8 +391,8 @@ class EEGradStrategy(Strategy):
         self.arrayrecord_key = keys["arrayrecord_key"]
         self.configrecord_key = keys["configrecord_key"]
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
-        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ()) + (
-            ("budget_left",) if self.total_budget is not None else ())  # fmt: skip
+        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ()) + \
+            self.budgeting.columns  # fmt: skip
         self._base_columns = self.columns  # a run's driver may add its own (begin_run)
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
@@ -463,11 +436,9 @@ class EEGradStrategy(Strategy):
         sel = self._given_selector
         default = (default_rule_name(self.privacy is not None, self.total_budget is not None)
                    if self.steps == "every-round" else "default")  # fmt: skip
-        n = np.arange(1.0, (self.max_arms or _D_POINTS - 1) + 2.0)
-        out = {"budget": self.budget, "c_min": self.c_min, "steps": self.steps, "T": self.T,
-               "total_budget": self.total_budget, "round_cost": self.round_cost,
+        out = {**self.budgeting.fingerprint(), "steps": self.steps, "T": self.T,
+               "round_cost": self.round_cost,
                "cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
-               "D(1..N+1)": [float(x) for x in self.aggregation(n)],
                "rng": self._initial_streams.fingerprint(),
                "server_lr": self.server_lr, "damp_exploration": self.damp_exploration,
                "fraction_evaluate": self.fraction_evaluate,
@@ -530,22 +501,14 @@ class EEGradStrategy(Strategy):
     def spend(self, N: int) -> np.ndarray:
         """The per-client spend (B − D(n))/n of the arms n = 1..N (with a total budget, the
         same for every n: the clients train their own way)."""
-        if self.budget is None:
-            return np.ones(N)
-        return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
-
-    def round_costs(self) -> RoundCosts:
-        """The clients' costs seen so far and the expected cost of a round of every n (with a
-        total budget)."""
-        return RoundCosts(self.round_cost, self.aggregation, self.c_min,
-                          latest=self.state.client_costs)  # the run's, kept in its state
+        return self.budgeting.spend(N)
 
     def _setup(self, num_nodes: int, dim: int) -> None:
         """Build the rule, its estimator and the private release for K nodes and a model of
         size d (at the first round, or on resume for the saved K and d)."""
         state = self.state
         state.num_nodes, state.dim = int(num_nodes), int(dim)
-        N = state.num_nodes if self.max_arms is None else min(self.max_arms, state.num_nodes)
+        N = self.budgeting.arms(state.num_nodes)
         if self.max_arms is not None and state.num_nodes < self.max_arms:
             log(WARNING, "EE-Grad: %d nodes are connected, so a round asks 1 to %d clients, where "
                 "the budget affords up to N = %d: connect more nodes (in Flower's simulation, "
@@ -572,13 +535,7 @@ class EEGradStrategy(Strategy):
     def summary(self) -> None:
         """Log the strategy's settings (budget, c_min, D, steps, rule, inner strategy) at the
         start (Strategy API)."""
-        if self.total_budget is None:
-            log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r",
-                self.budget, self.c_min, self.aggregation)  # fmt: skip
-        else:
-            log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
-                "%r (× %g) plus D = %r", self.total_budget, self.round_cost, self.cost_metric,
-                self.cost_scale, self.aggregation)  # fmt: skip
+        self.budgeting.summary()
         log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
             self.T, self.server_lr, self.damp_exploration)  # fmt: skip
         log(INFO, "\t%s──> Selector: %r", "├" if self.strategy else "└",
@@ -610,8 +567,8 @@ class EEGradStrategy(Strategy):
                 len(nodes), state.num_nodes, state.estimator.N)  # fmt: skip
         self._first_round = False
         least = min(self._min_clients, state.estimator.N)
-        most = None if self.total_budget is None else self._affordable(server_round, least)
-        self._tell_what_is_left(server_round)
+        most = self.budgeting.at_most(state, state.estimator.N, least, server_round)
+        self.budgeting.tell_rule(state, server_round, self._num_rounds)
         n = state.estimator.ask(at_least=least, at_most=most)
         if self.privacy is not None:
             try:
@@ -623,9 +580,8 @@ class EEGradStrategy(Strategy):
         chosen = [nodes[i] for i in sorted(pick)]
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
-        share = None
-        if self.budget is not None:  # with a total budget the clients are sent no share
-            share = float(per_client_spend(self.budget, self.aggregation, n))
+        share = self.budgeting.share(n)
+        if share is not None:  # with a total budget the clients are sent no share
             cfg[SHARE_KEY] = share
         cfg["eegrad-n"] = n
         if self.secure_sums:
@@ -662,47 +618,13 @@ class EEGradStrategy(Strategy):
         self._nodes_connected = len(nodes)
         return nodes
 
-    def _tell_what_is_left(self, server_round: int) -> None:
-        """Before the rule asks, tell it what is left of the run, where it weighs it: with a
-        total budget, every n's expected cost and the budget left (:attr:`~eegrad.Selector.
-        uses_costs`); with a per-round budget, the rounds left of ``num_rounds``, this one
-        included (:attr:`~eegrad.Selector.uses_rounds_left`: the loss at the run's end)."""
-        est = self.state.estimator
-        if self.total_budget is not None:
-            if est.selector.uses_costs:
-                est.selector.tell_costs(np.maximum(self.round_costs().expected(est.N), 1e-12),
-                                        budget_left=self.total_budget - self.state.cost)  # fmt: skip
-        elif self._num_rounds is not None and est.selector.uses_rounds_left:
-            est.tell_rounds_left(max(1, self._num_rounds - server_round + 1))
-
-    def _affordable(self, server_round: int, least: int) -> int:
-        """With a total budget: the most clients the budget left affords in the worst case
-        (its clients as costly as the costliest seen); raises :class:`BudgetSpent` where it
-        affords not ``least``. Before any client has reported a cost there is no worst case
-        to go by (``c_min`` is the least a client costs, not the most): the round asks the
-        fewest clients, ``least``, whose costs then bound the next rounds'."""
-        state = self.state
-        worst = self.round_costs().worst(state.estimator.N)
-        left = self.total_budget - state.cost
-        affordable = np.flatnonzero(worst <= left)  # never more than the budget left
-        if affordable.size == 0 or affordable.max() + 1 < least:
-            raise BudgetSpent(
-                f"Server round {server_round} could cost {worst[least - 1]:.4g} (n = {least}, "
-                f"its clients as costly as the costliest seen), more than the budget left, "
-                f"{left:.4g} of {self.total_budget:g}; the run ends after round "
-                f"{server_round - 1}."
-            )
-        if not state.client_costs:
-            return least
-        return int(affordable.max()) + 1
-
     def _new_fold(self) -> RoundFold:
         """The round's reply path: plain, sums only or private (:mod:`eegrad.flower.replies`)."""
         rnd = self._round
         args = (rnd["server_round"], rnd["keys"], rnd["model"])
         keys = {"arrayrecord_key": self.arrayrecord_key, "weighted_by_key": self.weighted_by_key,
                 "cost": {"cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
-                         "cost_required": self.total_budget is not None}}  # fmt: skip
+                         "cost_required": self.budgeting.cost_required}}  # fmt: skip
         if self.secure_sums:
             return SumsFold(*args, **keys)
         if self.privacy is not None:
@@ -766,26 +688,13 @@ class EEGradStrategy(Strategy):
         server_round, n = rnd["server_round"], rnd["n"]
         est = state.estimator
         replied = fold.replied
-        if self.total_budget is None and replied and np.all(np.isnan(fold.costs)):
+        try:
+            self.budgeting.check_replies(fold, server_round)
+        except ClientUpdateError:
             est.withdraw()
             self._round = None
-            raise ClientUpdateError(
-                f"No reply of server round {server_round} reports what it spent (the metric "
-                f"{self.cost_metric!r}): with a per-round budget (budget=) each client spends "
-                "the share of B it is sent and reports it. Wrap the client's train function "
-                "with eegrad.flower.budgeted_train or budgeted_torch_train; or, for clients that "
-                "train their own way (as Flower's quickstart clients do), give the run's "
-                "total_budget= instead of budget=, counted in a metric they report (e.g. "
-                "cost_metric='num-examples')."
-            )
-        if self.total_budget is None:
-            used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
-            used += float(np.nansum(fold.costs)) if replied else 0.0
-        else:  # the round's own cost: its clients' (summed, or the slowest's) and D(n)
-            costs = self.round_costs()
-            waited = self._straggler_costs(timed_out)
-            used = costs.round_cost(fold.costs + list(waited.values()), n)
-            costs.tell({**fold.node_costs, **waited})
+            raise
+        used = self.budgeting.spent(state, fold, n, timed_out, self._timeout)
         if replied:
             steps = fold.local_steps()
             if steps is not None and est.selector.uses_signal:
@@ -810,15 +719,12 @@ class EEGradStrategy(Strategy):
             state.steps_taken += 1
             step = 1
         del fold, kept  # nothing of the round is kept past its use
-        state.cost += self.budget if self.total_budget is None else used
+        state.cost += self.budgeting.charge(used)
         row = {"server_round": server_round, "step": state.steps_taken if step else "",
                "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)),
-               "budget": "" if self.budget is None else self.budget,
-               "budget_used": used, "cost": state.cost,
+               **self.budgeting.record(state), "budget_used": used, "cost": state.cost,
                "nodes_connected": self._nodes_connected}  # fmt: skip
-        if self.total_budget is not None:
-            row["budget_left"] = self.total_budget - state.cost
         if self.privacy is not None:
             row["noise_std"] = float(state.private.noise_std(n)) if replied else ""
             row["epsilon"] = state.private.epsilon()
@@ -841,15 +747,6 @@ class EEGradStrategy(Strategy):
             self._latest = new_arrays
         self._round = None
         return new_arrays, MetricRecord(metrics)
-
-    def _straggler_costs(self, timed_out: Sequence[int]) -> dict[int, float]:
-        """With ``round_cost="slowest"`` (the cost metric read as seconds): each node that sent
-        no reply before the round's timeout cost the round that wait, ``cost_scale`` × the
-        timeout, by node id (and is remembered at that cost, so the rule expects it again);
-        nothing otherwise."""
-        if self.round_cost != "slowest" or self._timeout is None:
-            return {}
-        return {int(node): self.cost_scale * self._timeout for node in timed_out}
 
     def _save(self, new_arrays: ArrayRecord | None) -> None:
         """Checkpoint the run after the round: configuration, state and the round's model (its

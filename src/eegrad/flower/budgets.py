@@ -1,0 +1,292 @@
+r"""The budget of a federated run, as a part :class:`~eegrad.flower.EEGradStrategy` holds: what a
+round may ask, what its clients are sent, what it cost, and when the run ends.
+
+Two budgets, one interface, each owning its accounting (the run's spend is
+:attr:`~eegrad.flower.state.RunState.cost`):
+
+* :class:`RoundBudget` — the paper's model (Section 2): every round has the budget B, shared by
+  its n clients, each sent the share :math:`(B - D(n))/n`; the arms are
+  :math:`n = 1..N`, :math:`N = \max\{n : B > n c_{min} + D(n)\}`; a round costs B. The rule is
+  told the rounds left of ``num_rounds`` before it asks (where it weighs the run's end).
+* :class:`TotalBudget` — the run's total: the clients train their own way and report what it
+  cost (:mod:`eegrad.flower.round_costs`); a round of n costs its clients' costs (summed, or the
+  slowest's) plus D(n); a round asks at most the n whose worst case fits in the budget left,
+  and the run ends (:class:`BudgetSpent`) before a round that cannot afford the fewest clients.
+  The rule is told every n's expected cost and the budget left before it asks.
+
+A strategy asks its budget, round by round: :meth:`~RoundBudget.at_most` and
+:meth:`~RoundBudget.tell_rule` before the rule is asked, :meth:`~RoundBudget.share` for the
+messages, :meth:`~RoundBudget.spent` from the round's replies, :meth:`~RoundBudget.charge` to
+the run's cost, and :meth:`~RoundBudget.record` for the round's record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from logging import INFO
+from typing import Any
+
+import numpy as np
+from flwr.supercore import log
+
+from .._validation import InvalidParameterError, check_real, fail
+from ..arms import feasible_arms, per_client_spend
+from .replies import ClientUpdateError, RoundFold
+from .round_costs import ROUND_COSTS, RoundCosts
+from .state import RunState
+
+__all__ = ["BudgetSpent", "RoundBudget", "TotalBudget", "make_budget"]
+
+#: Points 1..this of D(n) in the fingerprint of a total-budget run (N is not known yet).
+D_POINTS = 64
+
+
+class BudgetSpent(InvalidParameterError):
+    """With a total budget: the next round would cost more than the budget left."""
+
+
+class RoundBudget:
+    """B per round, shared by the round's clients (the paper's Section 2).
+
+    Parameters
+    ----------
+    budget : float
+        B, > 0, in the clients' cost units.
+    c_min : float
+        The least a client's participation can cost, > 0: it bounds the arms, N.
+    aggregation : callable
+        D(n), the server's cost of a round of n clients.
+    cost_metric : str
+        The reply's metric of what a client spent (for the records, and the check that the
+        clients spend their shares).
+    """
+
+    #: The run's total (None: a budget per round).
+    total = None
+    #: Record columns this budget adds.
+    columns: tuple[str, ...] = ()
+    #: Whether every reply must report its cost.
+    cost_required = False
+
+    def __init__(self, budget: float, c_min: float | None, aggregation: Any, *,
+                 cost_metric: str, owner: str = "EEGradStrategy") -> None:  # fmt: skip
+        self.budget = check_real(budget, "budget", owner, gt=0)
+        if c_min is None:
+            raise fail("c_min", owner, "the least a client's participation costs, > 0, "
+                       "with a per-round budget", None)  # fmt: skip
+        self.c_min = check_real(c_min, "c_min", owner, gt=0)
+        self.aggregation = aggregation
+        self.cost_metric = cost_metric
+        #: N of the budget, before the nodes are known (it checks the budget, as
+        #: Arms.from_costs does).
+        self.max_arms, _ = feasible_arms(self.c_min, aggregation, self.budget, owner=owner)
+
+    def arms(self, num_nodes: int) -> int:
+        """N for K = ``num_nodes``: min(the budget's, K)."""
+        return min(self.max_arms, num_nodes)
+
+    def spend(self, N: int) -> np.ndarray:
+        """Each client's spend :math:`(B - D(n))/n` of the arms n = 1..N, shape (N,)."""
+        return per_client_spend(self.budget, self.aggregation, np.arange(1, N + 1))
+
+    def share(self, n: int) -> float:
+        """What each of the n clients of a round is sent to spend, :math:`(B - D(n))/n`."""
+        return float(per_client_spend(self.budget, self.aggregation, n))
+
+    def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int | None:
+        """The most clients the round may ask: any of the N (None)."""
+        return None
+
+    def tell_rule(self, state: RunState, server_round: int, num_rounds: int | None) -> None:
+        """Tell the rule the rounds left of ``num_rounds``, this one included, where it weighs
+        the loss at the run's end (:attr:`~eegrad.Selector.uses_rounds_left`)."""
+        est = state.estimator
+        if num_rounds is not None and est.selector.uses_rounds_left:
+            est.tell_rounds_left(max(1, num_rounds - server_round + 1))
+
+    def check_replies(self, fold: RoundFold, server_round: int) -> None:
+        """Refuse a round whose replies report no spend: clients that train their own way
+        under a per-round budget, which the run would otherwise count as spending nothing."""
+        if fold.replied and np.all(np.isnan(fold.costs)):
+            raise ClientUpdateError(
+                f"No reply of server round {server_round} reports what it spent (the metric "
+                f"{self.cost_metric!r}): with a per-round budget (budget=) each client spends "
+                "the share of B it is sent and reports it. Wrap the client's train function "
+                "with eegrad.flower.budgeted_train or budgeted_torch_train; or, for clients that "
+                "train their own way (as Flower's quickstart clients do), give the run's "
+                "total_budget= instead of budget=, counted in a metric they report (e.g. "
+                "cost_metric='num-examples')."
+            )
+
+    def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
+              timeout: float | None) -> float:  # fmt: skip
+        """What the round used of B: D of the clients that replied, plus their reported
+        spends."""
+        replied = fold.replied
+        used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
+        return used + (float(np.nansum(fold.costs)) if replied else 0.0)
+
+    def charge(self, used: float) -> float:
+        """What the round adds to the run's cost: B, whatever it used."""
+        return self.budget
+
+    def record(self, state: RunState) -> dict[str, Any]:
+        """The round's record fields of the budget."""
+        return {"budget": self.budget}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must share with this budget."""
+        n = np.arange(1.0, self.max_arms + 2.0)
+        return {"budget": self.budget, "c_min": self.c_min, "total_budget": None,
+                "D(1..N+1)": [float(x) for x in self.aggregation(n)]}  # fmt: skip
+
+    def summary(self) -> None:
+        """Log the budget (Strategy API's summary)."""
+        log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r", self.budget,
+            self.c_min, self.aggregation)  # fmt: skip
+
+
+class TotalBudget:
+    """The run's total budget, spent by clients that train their own way.
+
+    Parameters
+    ----------
+    total : float
+        The run's total, > 0, in the unit of ``cost_scale`` × the clients' ``cost_metric``.
+    c_min : float, optional
+        A client's cost before any has reported one (>= 0, default 0).
+    aggregation : callable
+        D(n), the server's cost of a round of n clients.
+    round_cost : {"sum", "slowest"}
+        A round's cost of its clients' (:mod:`eegrad.flower.round_costs`).
+    cost_metric : str
+        The reply's metric of what a client's training cost.
+    cost_scale : float
+        What one unit of ``cost_metric`` costs (for a straggler's wait: the round's timeout
+        read in the metric's seconds).
+    """
+
+    #: Record columns this budget adds.
+    columns: tuple[str, ...] = ("budget_left",)
+    #: Whether every reply must report its cost.
+    cost_required = True
+    #: N of the budget (None: every node; the rounds' costs, not a share, bound n).
+    max_arms = None
+    #: B of a round (None: the run has a total instead).
+    budget = None
+
+    def __init__(self, total: float, c_min: float | None, aggregation: Any, *,
+                 round_cost: str, cost_metric: str, cost_scale: float,
+                 owner: str = "EEGradStrategy") -> None:  # fmt: skip
+        self.total = check_real(total, "total_budget", owner, gt=0)
+        self.c_min = 0.0 if c_min is None else check_real(c_min, "c_min", owner, ge=0)
+        self.aggregation = aggregation
+        first = self.c_min + float(aggregation(np.array([1.0]))[0])
+        if first > self.total:
+            raise fail("total_budget", owner, f"at least one round of n = 1 (c_min + D(1) = "
+                       f"{first:g})", total)  # fmt: skip
+        if round_cost not in ROUND_COSTS:
+            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
+        self.round_cost = round_cost
+        self.cost_metric, self.cost_scale = cost_metric, cost_scale
+
+    def arms(self, num_nodes: int) -> int:
+        """N for K = ``num_nodes``: every node."""
+        return num_nodes
+
+    def spend(self, N: int) -> np.ndarray:
+        """The same spend for every n, shape (N,): the clients train their own way."""
+        return np.ones(N)
+
+    def share(self, n: int) -> None:
+        """No share: the clients train their own way."""
+        return
+
+    def costs(self, state: RunState) -> RoundCosts:
+        """The clients' costs seen so far (the run's, kept in its state) and the expected cost
+        of a round of every n."""
+        return RoundCosts(self.round_cost, self.aggregation, self.c_min,
+                          latest=state.client_costs)  # fmt: skip
+
+    def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int:
+        """The most clients the budget left affords in the worst case (its clients as costly as
+        the costliest seen); raises :class:`BudgetSpent` where it affords not ``least``. Before
+        any client has reported a cost there is no worst case to go by (``c_min`` is the least
+        a client costs, not the most): the round asks the fewest clients, ``least``, whose
+        costs then bound the next rounds'."""
+        worst = self.costs(state).worst(N)
+        left = self.total - state.cost
+        affordable = np.flatnonzero(worst <= left)  # never more than the budget left
+        if affordable.size == 0 or affordable.max() + 1 < least:
+            raise BudgetSpent(
+                f"Server round {server_round} could cost {worst[least - 1]:.4g} (n = {least}, "
+                f"its clients as costly as the costliest seen), more than the budget left, "
+                f"{left:.4g} of {self.total:g}; the run ends after round {server_round - 1}."
+            )
+        if not state.client_costs:
+            return least
+        return int(affordable.max()) + 1
+
+    def tell_rule(self, state: RunState, server_round: int, num_rounds: int | None) -> None:
+        """Tell the rule every n's expected cost and the budget left, where it weighs them
+        (:attr:`~eegrad.Selector.uses_costs`)."""
+        est = state.estimator
+        if est.selector.uses_costs:
+            est.selector.tell_costs(np.maximum(self.costs(state).expected(est.N), 1e-12),
+                                    budget_left=self.total - state.cost)  # fmt: skip
+
+    def check_replies(self, fold: RoundFold, server_round: int) -> None:
+        """Nothing to check: every reply's cost was required as it was read."""
+
+    def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
+              timeout: float | None) -> float:  # fmt: skip
+        """The round's cost: its clients' (summed, or the slowest's) and D(n); with
+        ``round_cost="slowest"`` each node that sent no reply before the round's ``timeout``
+        cost it that wait (``cost_scale`` × the timeout, the metric read as seconds), and is
+        remembered at that cost, so that the rule expects it again."""
+        costs = self.costs(state)
+        waited = {} if self.round_cost != "slowest" or timeout is None else {
+            int(node): self.cost_scale * timeout for node in timed_out}  # fmt: skip
+        used = costs.round_cost(fold.costs + list(waited.values()), n)
+        costs.tell({**fold.node_costs, **waited})
+        return used
+
+    def charge(self, used: float) -> float:
+        """What the round adds to the run's cost: what it used."""
+        return used
+
+    def record(self, state: RunState) -> dict[str, Any]:
+        """The round's record fields of the budget (after it is charged)."""
+        return {"budget": "", "budget_left": self.total - state.cost}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must share with this budget."""
+        n = np.arange(1.0, D_POINTS + 1.0)
+        return {"budget": None, "c_min": self.c_min, "total_budget": self.total,
+                "D(1..N+1)": [float(x) for x in self.aggregation(n)]}  # fmt: skip
+
+    def summary(self) -> None:
+        """Log the budget (Strategy API's summary)."""
+        log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
+            "%r (× %g) plus D = %r", self.total, self.round_cost, self.cost_metric,
+            self.cost_scale, self.aggregation)  # fmt: skip
+
+
+def make_budget(budget: float | None, total_budget: float | None, c_min: float | None,
+                aggregation: Any, *, round_cost: str, cost_metric: str, cost_scale: float,
+                owner: str = "EEGradStrategy") -> RoundBudget | TotalBudget:  # fmt: skip
+    """The budget of ``EEGradStrategy``'s arguments: B per round or the run's total (one of
+    the two)."""
+    if budget is not None and total_budget is not None:
+        raise fail("total_budget", owner, "None when budget is given (budget: a round's, "
+                   "shared by its clients; total_budget: the run's, spent by clients that "
+                   "train their own way)", total_budget)  # fmt: skip
+    if budget is None and total_budget is None:
+        raise fail("budget", owner, "a round's budget > 0, or total_budget= for the run's",
+                   None)  # fmt: skip
+    if total_budget is None:
+        if round_cost not in ROUND_COSTS:
+            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
+        return RoundBudget(budget, c_min, aggregation, cost_metric=cost_metric, owner=owner)
+    return TotalBudget(total_budget, c_min, aggregation, round_cost=round_cost,
+                       cost_metric=cost_metric, cost_scale=cost_scale, owner=owner)  # fmt: skip
