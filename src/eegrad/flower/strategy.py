@@ -74,7 +74,7 @@ from ..results import append_row, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
-from .client import SHARE_KEY, SUMS_KEY, check_metric_key
+from .client import SHARE_KEY, check_metric_key
 from .inner import (
     REPLIES,
     UnsupportedStrategyError,
@@ -88,9 +88,10 @@ from .inner import (
     restore_snapshot,
 )
 from .model_arrays import array_view, cast_like
-from .privacy import CentralDP, PrivacyBudgetExhausted, PrivateRounds, refuse_fixed_n_wrappers
+from .privacy import CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
-from .replies import ClientUpdateError, PlainFold, PrivateFold, RoundFold, SumsFold
+from .releases import make_release
+from .replies import ClientUpdateError, RoundFold
 from .state import RunState, Streams
 
 __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
@@ -352,7 +353,7 @@ class EEGradStrategy(Strategy):
         self._given_selector = selector  # as the user gave it: nothing is written into it
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
         if damp_exploration is None:  # damped where a private release adds known noise
-            damp_exploration = privacy is not None
+            damp_exploration = privacy is not None and isinstance(privacy, CentralDP)
         if not isinstance(damp_exploration, bool | np.bool_):
             raise InvalidParameterTypeError(
                 f"The 'damp_exploration' parameter of {owner} must be a bool or None. Got "
@@ -365,14 +366,10 @@ class EEGradStrategy(Strategy):
                                             ge=0, le=1)  # fmt: skip
         self.csv_path = None if csv_path is None else Path(csv_path)
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
-        if privacy is not None and not isinstance(privacy, CentralDP):
-            raise InvalidParameterTypeError(f"The 'privacy' parameter of {owner} must be a "
-                                            f"CentralDP or None. Got {privacy!r} instead.")  # fmt: skip
-        self.privacy = privacy
-        self.secure_sums = bool(secure_sums)
-        if self.secure_sums and privacy is not None:
-            raise fail("secure_sums", owner, "False with privacy=CentralDP(...) (central DP "
-                       "clips each update on the server, which sums alone do not allow)", True)
+        #: What the server sees of a round's replies, a part that owns what it keeps: each
+        #: reply, their sums or a private release (:mod:`eegrad.flower.releases`).
+        self.release = make_release(privacy, bool(secure_sums), owner)
+        self.privacy, self.secure_sums = privacy, bool(secure_sums)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
         self._kind = None if strategy is None else inner_kind(strategy)
@@ -391,8 +388,7 @@ class EEGradStrategy(Strategy):
         self.arrayrecord_key = keys["arrayrecord_key"]
         self.configrecord_key = keys["configrecord_key"]
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
-        self.columns = RECORD_COLUMNS + (("noise_std", "epsilon") if privacy else ()) + \
-            self.budgeting.columns  # fmt: skip
+        self.columns = RECORD_COLUMNS + self.release.columns + self.budgeting.columns
         self._base_columns = self.columns  # a run's driver may add its own (begin_run)
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
@@ -420,8 +416,8 @@ class EEGradStrategy(Strategy):
         if self._kind == REPLIES:
             why = (f"{name} aggregates every reply itself, so the round's mean cannot stand for "
                    "them")
-            if self.privacy is not None or self.secure_sums:
-                mode = "privacy" if self.privacy is not None else "secure_sums"
+            if not self.release.reveals_replies:
+                mode = self.release.mode
                 raise UnsupportedStrategyError(
                     f"The 'strategy' parameter of {owner} cannot be a {name} with {mode}: {why}, "
                     "and a private release or secure sums reveal only the mean. Use a linear "
@@ -445,7 +441,7 @@ class EEGradStrategy(Strategy):
                "weighted_by_key": self.weighted_by_key,
                "rule": default if sel is None else type(sel).__name__,
                "rule parameters": None if sel is None else repr(sel.get_params()),
-               "privacy": repr(self.privacy), "secure_sums": self.secure_sums,
+               **self.release.fingerprint(),
                "strategy": None if self.strategy is None else type(self.strategy).__name__}  # fmt: skip
         if self.strategy is not None:
             out.update({f"strategy.{k}": v
@@ -516,13 +512,10 @@ class EEGradStrategy(Strategy):
                 state.num_nodes, state.num_nodes, self.max_arms)  # fmt: skip
         sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
-        noise = None
-        if self.privacy is not None:
-            state.private = PrivateRounds(self.privacy, N, state.num_nodes, state.streams.noise)
-            noise = state.dim * state.private.noise_std(np.arange(1, N + 1)) ** 2
-            if isinstance(sel, SpreadThompson) and sel.release_noise is None:
-                # a copy told the release's noise: the user's rule is left as it was given
-                sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
+        noise = self.release.setup(state, N)
+        if noise is not None and isinstance(sel, SpreadThompson) and sel.release_noise is None:
+            # a copy told the release's noise: the user's rule is left as it was given
+            sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
             if self.steps == "every-round":
                 sel = default_rule(state.num_nodes, self.spend(N), release_noise=noise,
@@ -570,12 +563,7 @@ class EEGradStrategy(Strategy):
         most = self.budgeting.at_most(state, state.estimator.N, least, server_round)
         self.budgeting.tell_rule(state, server_round, self._num_rounds)
         n = state.estimator.ask(at_least=least, at_most=most)
-        if self.privacy is not None:
-            try:
-                state.private.charge(server_round, n, present=len(nodes))
-            except PrivacyBudgetExhausted:
-                state.estimator.withdraw()
-                raise
+        self.release.charge(state, server_round, n, len(nodes))
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
         cfg = ConfigRecord(dict(config))
@@ -584,8 +572,7 @@ class EEGradStrategy(Strategy):
         if share is not None:  # with a total budget the clients are sent no share
             cfg[SHARE_KEY] = share
         cfg["eegrad-n"] = n
-        if self.secure_sums:
-            cfg[SUMS_KEY] = True
+        self.release.configure(cfg)
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
         log(INFO, "configure_train: n = %d clients (%s)", n,
@@ -625,11 +612,7 @@ class EEGradStrategy(Strategy):
         keys = {"arrayrecord_key": self.arrayrecord_key, "weighted_by_key": self.weighted_by_key,
                 "cost": {"cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
                          "cost_required": self.budgeting.cost_required}}  # fmt: skip
-        if self.secure_sums:
-            return SumsFold(*args, **keys)
-        if self.privacy is not None:
-            return PrivateFold(*args, private=self.state.private, n=rnd["n"], **keys)
-        return PlainFold(*args, spread=self.state.estimator.selector.uses_parts, **keys)
+        return self.release.fold(self.state, args, rnd["n"], keys)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -725,9 +708,7 @@ class EEGradStrategy(Strategy):
                "failed_nodes": " ".join(str(f) for f in sorted(failed)),
                **self.budgeting.record(state), "budget_used": used, "cost": state.cost,
                "nodes_connected": self._nodes_connected}  # fmt: skip
-        if self.privacy is not None:
-            row["noise_std"] = float(state.private.noise_std(n)) if replied else ""
-            row["epsilon"] = state.private.epsilon()
+        row.update(self.release.record(state, n, replied))
         row.update(extra or {})
         state.records.append(row)
         if self.csv_path is not None:  # the header with the first round, then a line a round
