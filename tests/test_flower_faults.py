@@ -200,6 +200,9 @@ DAMAGES = {
         model0=np.zeros(tf.D + 1))), "where its fingerprint says"),
     "a state array missing": (lambda ck: _edited(ck, edit_arrays=lambda m: m.pop("a0")),
                               "cannot be restored|damaged"),
+    "a state array of another dtype": (lambda ck: _edited(ck, edit_arrays=lambda m: m.update(
+        a0=m["a0"].astype(np.float32 if m["a0"].dtype != np.float32 else np.float64))),
+        "cannot be restored.*as float"),
 }
 
 

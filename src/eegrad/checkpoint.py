@@ -8,7 +8,8 @@ spawns are the same) and, recursively, other objects' attributes; functions and 
 state and are left as they are. :func:`restore_state` writes such a tree back into an object
 built the same way (the same classes, constructed with the same configuration): arrays in place
 where the object already has one of that shape and dtype (so that views and shared arrays stay
-shared), generators in place; an object with a ``_before_restore(fields)`` method is first
+shared; an array of another dtype than the object's is refused, one of another shape is taken
+as saved, for arrays that grow with a run), generators in place; an object with a ``_before_restore(fields)`` method is first
 asked to build what it makes lazily (so that it is restored in place too). Objects are created without their constructor only for eegrad's
 own classes, found by name in the package: a checkpoint never runs code it names.
 
@@ -140,10 +141,15 @@ class _Restore:
         self.arrays = arrays
         self.made: dict[str, Any] = {}
 
-    def array(self, key: str, fresh: Any) -> np.ndarray:
+    def array(self, key: str, fresh: Any, where: str = "") -> np.ndarray:
         if key in self.made:
             return self.made[key]
+        if key not in self.arrays:
+            raise CheckpointError(f"The checkpoint has no array {key!r} for {where}.")
         saved = self.arrays[key]
+        if isinstance(fresh, np.ndarray) and fresh.dtype != saved.dtype:
+            raise CheckpointError(f"The checkpoint holds {where} as {saved.dtype}, where this "
+                                  f"run has {fresh.dtype}.")  # fmt: skip
         if (isinstance(fresh, np.ndarray) and fresh.shape == saved.shape
                 and fresh.dtype == saved.dtype and fresh.flags.writeable):  # fmt: skip
             fresh[...] = saved
@@ -161,7 +167,7 @@ class _Restore:
             return [self.value(t, f, f"{where}[{i}]") for i, (t, f) in enumerate(zip(tree, old,
                                                                                    strict=True))]  # fmt: skip
         if "__array__" in tree:
-            return self.array(tree["__array__"], fresh)
+            return self.array(tree["__array__"], fresh, where)
         if "__scalar__" in tree:
             return np.dtype(tree["__scalar__"]).type(tree["value"])
         if "__dtype__" in tree:
