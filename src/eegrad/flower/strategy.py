@@ -51,13 +51,10 @@ from flwr.app import (
     ArrayRecord,
     ConfigRecord,
     Message,
-    MessageType,
     MetricRecord,
-    RecordDict,
 )
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
-from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from flwr.supercore import log
 
 from .._random import as_generator
@@ -72,22 +69,14 @@ from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import append_row, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
+from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, check_metric_key
 from .inner import (
-    REPLIES,
-    UnsupportedStrategyError,
-    configure_inner,
-    inner_hyperparameters,
     inner_kind,
-    inner_snapshot,
-    inner_state,
-    load_inner_state,
-    mean_reply,
-    restore_snapshot,
 )
-from .model_arrays import array_view, cast_like
+from .model_arrays import array_view
 from .privacy import CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
 from .releases import make_release
@@ -372,9 +361,8 @@ class EEGradStrategy(Strategy):
         self.privacy, self.secure_sums = privacy, bool(secure_sums)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
-        self._kind = None if strategy is None else inner_kind(strategy)
         if strategy is not None:
-            self._check_inner(owner)
+            inner_kind(strategy)  # a type that is no message-API strategy, refused first
         keys = {}
         for name, given, default in (("weighted_by_key", weighted_by_key, "num-examples"),
                                      ("arrayrecord_key", arrayrecord_key, "arrays"),
@@ -387,45 +375,27 @@ class EEGradStrategy(Strategy):
         self.weighted_by_key = keys["weighted_by_key"]
         self.arrayrecord_key = keys["arrayrecord_key"]
         self.configrecord_key = keys["configrecord_key"]
+        #: Who configures a round's messages and makes its step, a part: the built-in step or
+        #: the user's strategy inside (:mod:`eegrad.flower.aggregators`).
+        self.aggregator = make_aggregator(strategy, server_lr=self.server_lr,
+                                          fraction_evaluate=self.fraction_evaluate, keys=keys,
+                                          checkpoint=self.checkpoint is not None)  # fmt: skip
+        if strategy is not None:
+            self.aggregator.check(owner, steps=self.steps, server_lr=self.server_lr,
+                                  fraction_evaluate=self.fraction_evaluate,
+                                  reveals_replies=self.release.reveals_replies,
+                                  release_mode=self.release.mode,
+                                  damped=self.damp_exploration)  # fmt: skip
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + self.release.columns + self.budgeting.columns
         self._base_columns = self.columns  # a run's driver may add its own (begin_run)
         # The first three children are those of spawn(2) and spawn(3): adding a stream changes
         # nothing else. Evaluation samples from its own, so turning it on changes no training.
         self._initial_streams = Streams(*as_generator(rng, owner).spawn(4))
-        self._inner_initial = None if strategy is None else inner_snapshot(strategy)
-        if strategy is not None and self.checkpoint is not None:
-            inner_state(strategy)  # what a checkpoint cannot hold is refused now, by name
         #: What a checkpoint must share with this run to continue it (the constructor's
         #: arguments; the model's arrays are added when it is saved).
         self.fingerprint = self._fingerprint()
         self._fresh_run()
-
-    def _check_inner(self, owner: str) -> None:
-        """Refuse the settings an inner strategy cannot take, naming them."""
-        name = type(self.strategy).__name__
-        if self.steps != "every-round":
-            raise fail("steps", owner, f"'every-round' with an inner strategy ({name} steps "
-                       "every round)", self.steps)  # fmt: skip
-        if self.server_lr != 1.0:
-            raise fail("server_lr", owner, f"1 with an inner strategy ({name}'s own step "
-                       "applies, e.g. FedAdam's eta)", self.server_lr)  # fmt: skip
-        if self.fraction_evaluate != 0.0:
-            raise fail("fraction_evaluate", owner, f"0 with an inner strategy (evaluation is "
-                       f"{name}'s: set its fraction_evaluate)", self.fraction_evaluate)  # fmt: skip
-        if self._kind == REPLIES:
-            why = (f"{name} aggregates every reply itself, so the round's mean cannot stand for "
-                   "them")
-            if not self.release.reveals_replies:
-                mode = self.release.mode
-                raise UnsupportedStrategyError(
-                    f"The 'strategy' parameter of {owner} cannot be a {name} with {mode}: {why}, "
-                    "and a private release or secure sums reveal only the mean. Use a linear "
-                    "strategy (FedAvg, FedAvgM, FedProx, FedAdam, FedYogi, FedAdagrad)."
-                )
-            if self.damp_exploration:
-                raise fail("damp_exploration", owner, f"False with {name} ({why}: its step "
-                           "cannot be scaled)", True)  # fmt: skip
 
     def _fingerprint(self) -> dict[str, Any]:
         """The fingerprint of the constructor's arguments (:attr:`fingerprint`)."""
@@ -441,11 +411,7 @@ class EEGradStrategy(Strategy):
                "weighted_by_key": self.weighted_by_key,
                "rule": default if sel is None else type(sel).__name__,
                "rule parameters": None if sel is None else repr(sel.get_params()),
-               **self.release.fingerprint(),
-               "strategy": None if self.strategy is None else type(self.strategy).__name__}  # fmt: skip
-        if self.strategy is not None:
-            out.update({f"strategy.{k}": v
-                        for k, v in inner_hyperparameters(self.strategy).items()})  # fmt: skip
+               **self.release.fingerprint(), **self.aggregator.fingerprint()}  # fmt: skip
         return out
 
     def _fresh_run(self) -> None:
@@ -454,8 +420,7 @@ class EEGradStrategy(Strategy):
         second :meth:`start` is a new run, not more of the last one)."""
         #: The run's state (:class:`~eegrad.flower.state.RunState`).
         self.state = RunState(streams=self._initial_streams.copy())
-        if self.strategy is not None:
-            restore_snapshot(self.strategy, self._inner_initial)
+        self.aggregator.reset()
         self._offset = 0  # rounds done before a resumed start
         self._num_rounds: int | None = None  # the run's last server round (begin_run)
         self._min_clients = 1  # the least n a round can run (2 under SecAgg+: begin_run)
@@ -531,12 +496,9 @@ class EEGradStrategy(Strategy):
         self.budgeting.summary()
         log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
             self.T, self.server_lr, self.damp_exploration)  # fmt: skip
-        log(INFO, "\t%s──> Selector: %r", "├" if self.strategy else "└",
+        log(INFO, "\t├──> Selector: %r",
             self.selector or "default")  # fmt: skip
-        if self.strategy is not None:
-            log(INFO, "\t└──> Inner strategy: %s (%s aggregate)", type(self.strategy).__name__,
-                self._kind)  # fmt: skip
-            self.strategy.summary()
+        self.aggregator.summary()
 
     # -- train -------------------------------------------------------------------------------------
     def configure_train(
@@ -577,11 +539,7 @@ class EEGradStrategy(Strategy):
                        "keys": keys}  # fmt: skip
         log(INFO, "configure_train: n = %d clients (%s)", n,
             "their own training" if share is None else f"share {share:.4g} each")  # fmt: skip
-        if self.strategy is not None:
-            return configure_inner(self.strategy, server_round, arrays, cfg, grid, chosen)
-        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
-        return [Message(content=record, message_type=MessageType.TRAIN, dst_node_id=nid)
-                for nid in chosen]  # fmt: skip
+        return self.aggregator.train_messages(server_round, arrays, cfg, grid, chosen)
 
     def _connected_nodes(self, grid: Grid, server_round: int) -> list[int]:
         """The nodes connected now, sorted. Before the run's first round (a resumed run's
@@ -641,7 +599,7 @@ class EEGradStrategy(Strategy):
                         m.error.reason)  # fmt: skip
                 elif node in asked:
                     fold.add(m)
-                    if self._kind == REPLIES:
+                    if self.aggregator.keeps_replies:
                         kept.append(m)
                 del m  # before the next reply is pulled: one reply in memory at a time
         except Exception:  # a reply that cannot be used ends the run; nothing is left pending
@@ -690,14 +648,8 @@ class EEGradStrategy(Strategy):
         if replied and est.done:
             scale = self._step_scale(n)
             G = self._as_arrays(est.result())
-            if self.strategy is None:
-                new_arrays = self._step(G, scale)
-            else:
-                given = list(kept) if self._kind == REPLIES else [mean_reply(
-                    rnd["model"], rnd["keys"], G, scale, fold.total_weight,
-                    fold.client_metrics(), arrayrecord_key=self.arrayrecord_key,
-                    weighted_by_key=self.weighted_by_key)]  # fmt: skip
-                new_arrays, inner_metrics = self.strategy.aggregate_train(server_round, given)
+            new_arrays, inner_metrics = self.aggregator.aggregate(server_round, rnd, G, scale,
+                                                                  fold, kept)  # fmt: skip
             est.next_iterate()
             state.steps_taken += 1
             step = 1
@@ -735,8 +687,7 @@ class EEGradStrategy(Strategy):
         rnd = self._round
         model = ({k: array_view(new_arrays[k]) for k in new_arrays} if new_arrays is not None
                  else dict(zip(rnd["keys"], rnd["model"], strict=True)))  # fmt: skip
-        if self.strategy is not None:
-            self.state.inner = inner_state(self.strategy)
+        self.state.inner = self.aggregator.state()
         save_run(self.checkpoint, self.fingerprint, self.state, model)
 
     def _resume(self, initial_arrays: ArrayRecord) -> ArrayRecord:
@@ -747,8 +698,7 @@ class EEGradStrategy(Strategy):
         check_state(saved)
         self._setup(saved.field("num_nodes"), saved.field("dim"))
         restore_run(self.state, saved)
-        if self.strategy is not None and self.state.inner is not None:
-            load_inner_state(self.strategy, self.state.inner)
+        self.aggregator.load_state(self.state.inner)
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
             write_table(self.csv_path, self.state.records, self.columns)
         return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in saved.model.items()})
@@ -769,15 +719,6 @@ class EEGradStrategy(Strategy):
             return G
         sizes = np.cumsum([a.size for a in self._round["model"]])[:-1]
         return np.split(np.asarray(G), sizes)
-
-    def _step(self, G: list[Any], scale: float = 1.0) -> ArrayRecord:
-        """w ← w − η ρ G, array by array in the model's dtypes (ρ the round's ``scale``)."""
-        rnd = self._round
-        out = {}
-        for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
-            new = w - (self.server_lr * scale) * g.reshape(w.shape)
-            out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
-        return ArrayRecord(out)
 
     def lose_pending_round(self, extra: dict[str, Any] | None = None) -> None:
         """Finish the pending round, if any, as one no reply reached (a protocol halted): the
@@ -874,19 +815,8 @@ class EEGradStrategy(Strategy):
         """Sample ``fraction_evaluate`` of the nodes for federated evaluation (Strategy API; none
         by default); with an inner strategy, its evaluation.
         """
-        server_round += self._offset
-        if self.strategy is not None:
-            return self.strategy.configure_evaluate(server_round, arrays, config, grid)
-        if self.fraction_evaluate == 0.0:
-            return []
-        nodes = sorted(int(i) for i in grid.get_node_ids())
-        k = max(1, round(self.fraction_evaluate * len(nodes)))
-        pick = self.state.streams.evaluate.choice(len(nodes), size=k, replace=False)
-        cfg = ConfigRecord(dict(config))
-        cfg["server-round"] = server_round
-        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: cfg})
-        return [Message(content=record, message_type=MessageType.EVALUATE, dst_node_id=nodes[i])
-                for i in sorted(pick)]  # fmt: skip
+        return self.aggregator.configure_evaluate(server_round + self._offset, arrays, config,
+                                                  grid, self.state.streams.evaluate)  # fmt: skip
 
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
@@ -894,11 +824,7 @@ class EEGradStrategy(Strategy):
         """The weighted mean of the evaluation replies' metrics (Strategy API); with an inner
         strategy, its aggregate."""
         server_round += self._offset
-        if self.strategy is not None:
-            out = self.strategy.aggregate_evaluate(server_round, replies)
-        else:
-            good = [m.content for m in replies if not m.has_error()]
-            out = aggregate_metricrecords(good, self.weighted_by_key) if good else None
+        out = self.aggregator.aggregate_evaluate(server_round, replies)
         if out is not None:
             self._evaluated[server_round] = out
         return out
