@@ -68,7 +68,7 @@ from .._validation import (
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
 from ..results import append_row, write_table
-from ..selectors import ProgressThompson, Selector, SpreadThompson, default_selector
+from ..selectors import ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
@@ -81,6 +81,7 @@ from .privacy import CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
 from .releases import make_release
 from .replies import ClientUpdateError, RoundFold
+from .schedules import make_schedule
 from .state import RunState, Streams
 
 __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
@@ -93,7 +94,6 @@ RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_repli
                   "failed_nodes", "budget", "budget_used", "cost",
                   "nodes_connected")  # fmt: skip
 
-_STEPS = ("every-round", "t-rounds")
 #: The default every-round rule's noise model (its ``noise_order``).
 DEFAULT_NOISE_ORDER = 2
 
@@ -322,19 +322,11 @@ class EEGradStrategy(Strategy):
         #: N of the budget before the nodes are known (None with a total budget: every node).
         self.max_arms = self.budgeting.max_arms
         self.round_cost = round_cost
-        if self.total_budget is not None and steps != "every-round":
-            raise fail("steps", owner, "'every-round' with a total budget", steps)
-        if steps not in _STEPS:
-            raise fail("steps", owner, f"one of {_STEPS}", steps)
-        self.steps = steps
-        if steps == "t-rounds":
-            if T is None:
-                raise fail("T", owner, "an integer >= 1 when steps='t-rounds'", T)
-            self.T = check_integer(T, "T", owner, ge=1)
-        else:
-            if T not in (None, 1):
-                raise fail("T", owner, "None or 1 when steps='every-round'", T)
-            self.T = 1
+        #: When the run steps, a part: every round, or every T rounds (the paper's
+        #: Algorithm 1; :mod:`eegrad.flower.schedules`).
+        self.schedule = make_schedule(steps, T, owner)
+        self.schedule.check(owner, total_budget=self.total_budget)
+        self.steps, self.T = self.schedule.name, self.schedule.T
         if selector is not None and not isinstance(selector, Selector):
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
@@ -400,8 +392,8 @@ class EEGradStrategy(Strategy):
     def _fingerprint(self) -> dict[str, Any]:
         """The fingerprint of the constructor's arguments (:attr:`fingerprint`)."""
         sel = self._given_selector
-        default = (default_rule_name(self.privacy is not None, self.total_budget is not None)
-                   if self.steps == "every-round" else "default")  # fmt: skip
+        default = self.schedule.default_rule_name(
+            default_rule_name(self.privacy is not None, self.total_budget is not None))
         out = {**self.budgeting.fingerprint(), "steps": self.steps, "T": self.T,
                "round_cost": self.round_cost,
                "cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
@@ -482,11 +474,9 @@ class EEGradStrategy(Strategy):
             # a copy told the release's noise: the user's rule is left as it was given
             sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
-            if self.steps == "every-round":
-                sel = default_rule(state.num_nodes, self.spend(N), release_noise=noise,
-                                   per_cost=self.total_budget is not None)  # fmt: skip
-            else:
-                sel = default_selector()
+            sel = self.schedule.default_rule(lambda: default_rule(
+                state.num_nodes, self.spend(N), release_noise=noise,
+                per_cost=self.total_budget is not None))  # fmt: skip
         state.estimator = GradientEstimator(sel, N, T=self.T, dim=state.dim,
                                             rng=state.streams.selector)  # fmt: skip
 
@@ -707,7 +697,7 @@ class EEGradStrategy(Strategy):
         """ρ of ``damp_exploration`` for a round of arm n: the rule's
         :meth:`~eegrad.selectors.Selector.step_scale` (1 when off, with t-rounds, or for a rule
         with no view of it)."""
-        if not self.damp_exploration or self.steps != "every-round":
+        if not (self.damp_exploration and self.schedule.damps):
             return 1.0
         rho = self.selector.step_scale(np.array([n - 1]))
         return 1.0 if rho is None else float(rho[0])
