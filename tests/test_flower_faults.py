@@ -485,3 +485,14 @@ def test_fewer_nodes_than_the_budget_affords_is_said_once(caplog):
     said = [r for r in caplog.records if "2 nodes are connected" in r.getMessage()]
     assert len(said) == 1
     assert "N = 99" in said[0].getMessage()
+
+
+def test_a_run_ended_by_its_budget_logs_why_and_flowers_final_results(caplog):
+    logging.getLogger("flwr").setLevel(logging.INFO)
+    s = EEGradStrategy(total_budget=40.0, aggregation=lambda n: 3.0 + 0 * np.asarray(n),
+                       selector=FixedArm(3), cost_metric="c")  # fmt: skip
+    tb._run(s, tb._quickstart_app(cost=lambda pid: {"c": 2.0}), rounds=50)
+    text = caplog.text
+    assert "the run ended early: Server round" in text
+    assert "Final results:" in text.split("the run ended early")[1]
+    assert "train_loss" in text.split("Final results:")[-1]  # the clients' metrics in it

@@ -39,6 +39,7 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterable, Sequence
 from logging import INFO, WARNING
@@ -147,6 +148,18 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
     curve = (", local-steps curve, curvature over sqrt(rounds left), shrunk by its evidence "
              "where the steps are equal" if cls is ProgressThompson else "")  # fmt: skip
     return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{curve})"
+
+
+def _log_final_results(result: Result, why: str) -> None:
+    """Log why the run ended early and its final results, as Flower's ``start`` closes a run."""
+    log(INFO, "")
+    log(INFO, "EE-Grad: the run ended early: %s", why)
+    log(INFO, "")
+    log(INFO, "Final results:")
+    log(INFO, "")
+    for line in io.StringIO(str(result)):
+        log(INFO, "\t%s", line.strip("\n"))
+    log(INFO, "")
 
 
 class EEGradStrategy(Strategy):
@@ -790,11 +803,14 @@ class EEGradStrategy(Strategy):
                      "evaluate_metrics_serverapp"):  # fmt: skip
             table = getattr(result, name)
             setattr(result, name, {rnd + offset: m for rnd, m in table.items()})
+
         for rnd, m in self.state.metrics.items():  # the rounds before the resume, saved
             result.train_metrics_clientapp.setdefault(rnd, MetricRecord(m))
         if not len(result.arrays):  # every round run lost: the model the run had
             result.arrays = self._latest
         result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
+        if self.stopped is not None:  # Flower's closing summary, which its loop never reached
+            _log_final_results(result, self.stopped)
         self.end_run()
         return result
 
