@@ -496,3 +496,43 @@ def test_a_run_ended_by_its_budget_logs_why_and_flowers_final_results(caplog):
     assert "the run ended early: Server round" in text
     assert "Final results:" in text.split("the run ended early")[1]
     assert "train_loss" in text.split("Final results:")[-1]  # the clients' metrics in it
+
+
+def test_each_round_logs_n_why_and_the_budget(caplog):
+    """A line a round: n among the nodes connected, the budget (a share of B, or the budget
+    left), and the rule's reason: its warm-up, its fitted leaders, or the run's last round."""
+    logging.getLogger("flwr").setLevel(logging.INFO)
+    tf._start(tf._strategy(), LocalGrid(tf._app(), tf.K, seed=2), 5)
+    lines = [r.getMessage() for r in caplog.records if "EE-Grad: server round" in r.getMessage()]
+    assert len(lines) == 5
+    assert "asks n = " in lines[0]
+    assert "of 8 nodes connected (a share of" in lines[0]
+    assert "warm-up round 1 of 3" in lines[0]
+    assert re.search(r"by the fit: n = \d+ \(", lines[-1])
+    caplog.clear()
+    s = EEGradStrategy(total_budget=60.0, aggregation=lambda n: 3.0 + 0 * np.asarray(n),
+                       cost_metric="c")  # fmt: skip
+    tb._run(s, tb._quickstart_app(cost=lambda pid: {"c": 2.0}), rounds=50)
+    lines = [r.getMessage() for r in caplog.records if "EE-Grad: server round" in r.getMessage()]
+    assert "budget left 60 of 60" in lines[0]
+    assert "the run's last round: the most clients the budget left affords" in lines[-1]
+
+
+def test_explain_draws_nothing_and_a_plain_rule_has_no_reason():
+    import copy
+
+    from eegrad import ProgressThompson
+    from eegrad.checkpoint import capture_state
+
+    assert FixedArm(3).explain() is None
+    # a rule mid-run: its state, and its random streams, the same after explain() as before
+    strategy = tf._strategy()
+    tf._start(strategy, LocalGrid(tf._app(), tf.K, seed=2), 6)
+    rule = strategy.selector
+    assert isinstance(rule, ProgressThompson)
+    before = copy.deepcopy(rule)
+    assert "by the fit" in rule.explain()
+    tree, arrays = capture_state(rule)
+    tree0, arrays0 = capture_state(before)
+    assert tree == tree0
+    assert all(np.array_equal(arrays[k], arrays0[k], equal_nan=True) for k in arrays)

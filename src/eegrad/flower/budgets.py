@@ -130,6 +130,10 @@ class RoundBudget:
         """What the round adds to the run's cost: B, whatever it used."""
         return self.budget
 
+    def describe(self, state: RunState, n: int) -> str:
+        """The budget of a round of n, in words for the run's log."""
+        return f"a share of {self.share(n):.4g} each of B = {self.budget:g}"
+
     def record(self, state: RunState) -> dict[str, Any]:
         """The round's record fields of the budget."""
         return {"budget": self.budget}
@@ -254,6 +258,11 @@ class TotalBudget:
     def charge(self, used: float) -> float:
         """What the round adds to the run's cost: what it used."""
         return used
+
+    def describe(self, state: RunState, n: int) -> str:
+        """The budget left before a round, in words for the run's log."""
+        return (f"their own training; budget left {self.total - state.cost:.4g} of "
+                f"{self.total:g}")
 
     def record(self, state: RunState) -> dict[str, Any]:
         """The round's record fields of the budget (after it is charged)."""

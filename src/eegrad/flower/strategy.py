@@ -540,8 +540,10 @@ class EEGradStrategy(Strategy):
         self.release.configure(cfg)
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
-        log(INFO, "configure_train: n = %d clients (%s)", n,
-            "their own training" if share is None else f"share {share:.4g} each")  # fmt: skip
+        why = state.estimator.selector.explain()
+        log(INFO, "EE-Grad: server round %d asks n = %d of %d nodes connected (%s)%s",
+            server_round, n, len(nodes), self.budgeting.describe(state, n),
+            "" if why is None else f"; {why}")  # fmt: skip
         return self.aggregator.train_messages(server_round, arrays, cfg, grid, chosen)
 
     def _connected_nodes(self, grid: Grid, server_round: int) -> list[int]:

@@ -432,6 +432,12 @@ class Selector:
             raise ProtocolError(f"{self!r} keeps no statistics")
         return self.stats.variance_trace()
 
+    def explain(self, top: int = 3) -> str | None:
+        """Why the rule asks what it asks, in words for a run's log (the first realization's
+        fitted view: its ``top`` leading arms), or None for a rule with no view to give (the
+        default). It reads the rule's state and draws nothing."""
+        return None
+
     def predicted(self) -> np.ndarray | None:
         """The rule's fitted variance of each arm's output, shape (R, N), or None for a rule
         that fits none (the default). A rule that fits the variances as a function of n (e.g.

@@ -176,7 +176,7 @@ from scipy.optimize import isotonic_regression
 from .._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
 from .base import ProtocolError
 from .registry import register_rule
-from .spread import SpreadThompson
+from .spread import SpreadThompson, leading_arms
 
 __all__ = ["ProgressThompson"]
 
@@ -890,6 +890,31 @@ class ProgressThompson(SpreadThompson):
             rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
             d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
         return d
+
+    def explain(self, top: int = 3) -> str | None:
+        """The run's last round, the warm-up, or the arms of most fitted objective (the
+        expected decrease of the loss, or with a total budget its rate per unit of cost)."""
+        N = self._shape[1]
+        if self.objective in _BUDGET_OBJECTIVES and self.last_round and \
+                (last := self.last_round_arm()) is not None:  # fmt: skip
+            return (f"the run's last round: the most clients the budget left affords "
+                    f"(n = {last + 1}), its noise stays in the final model")
+        if N == 1:
+            return None
+        if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+            return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
+        noise = self.predicted()
+        if self.objective in _BUDGET_OBJECTIVES and self._costs is not None and \
+                self._budget_left is not None:  # fmt: skip
+            value = (-self.horizon_loss(noise) if self.objective == "horizon" else
+                     self.rate_of_decrease(noise))[0]  # fmt: skip
+            if not np.all(np.isfinite(value)):
+                return (f"the cheapest round with a spread (n = {min(2, N)}) until the loss's "
+                        "contraction is fitted")
+            return leading_arms(value, top, "fitted decrease of the loss per unit of cost")
+        what = ("fitted decrease of the loss per unit of cost" if self.uses_costs else
+                "a posterior draw of the expected decrease of the loss; by the fit")  # fmt: skip
+        return leading_arms(self._objective(noise)[0], top, what)
 
     def _select(self, t: int) -> np.ndarray:
         R, N = self._shape[:2]

@@ -89,6 +89,17 @@ def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
     return out
 
 
+def leading_arms(value: np.ndarray, top: int, what: str, *, negate: bool = False) -> str:
+    """The ``top`` arms of largest finite ``value`` (shape (N,)), in words: "what: n = 4 (0.031),
+    n = 6 (0.028), …" (``negate``: the values shown are ``-value``)."""
+    finite = np.flatnonzero(np.isfinite(value))
+    if finite.size == 0:
+        return f"{what}: not fitted yet"
+    best = finite[np.argsort(-value[finite], kind="stable")][:top]
+    shown = -value if negate else value
+    return f"{what}: " + ", ".join(f"n = {i + 1} ({shown[i]:.3g})" for i in best)
+
+
 @register_rule("spread_thompson", label="Thompson on the spread of parts")
 class SpreadThompson(Selector):
     r"""Posterior sampling on the client-sampling model, fitted from the parts of each pull.
@@ -391,6 +402,17 @@ class SpreadThompson(Selector):
 
     def _with_release(self, v: np.ndarray) -> np.ndarray:
         return v if self.release_noise is None else v + self.release_noise[None, :]
+
+    def explain(self, top: int = 3) -> str | None:
+        """The warm-up, or the arms of least fitted variance of the mean (the rule asks the
+        least of a posterior draw)."""
+        N = self._shape[1]
+        if N == 1:
+            return None
+        if self.rounds < len(self.warmup_arms):
+            return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
+        return leading_arms(-self.predicted()[0], top, "a posterior draw of the least "
+                            "variance of the mean; by the fit", negate=True)  # fmt: skip
 
     # -- ask ---------------------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:
