@@ -24,6 +24,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
     ) from exc
 
 from .client import DeviceCost, WallClock, budgeted_train, with_spread_sums
+from .front import choose_clients
 from .grid import LocalGrid
 from .inner import UnsupportedStrategyError
 from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon_spent
@@ -47,6 +48,7 @@ __all__ = [
     "budgeted_torch_train",
     "budgeted_train",
     "calibrate_noise",
+    "choose_clients",
     "epsilon_spent",
     "secaggplus_train",
     "start_secaggplus",

@@ -163,8 +163,9 @@ class TotalBudget:
         D(n), the server's cost of a round of n clients.
     round_cost : {"sum", "slowest"}
         A round's cost of its clients' (:mod:`eegrad.flower.round_costs`).
-    cost_metric : str
-        The reply's metric of what a client's training cost.
+    cost_metric : str or None
+        The reply's metric of what a client's training cost (None: each reply costs
+        ``cost_scale``).
     cost_scale : float
         What one unit of ``cost_metric`` costs (for a straggler's wait: the round's timeout
         read in the metric's seconds).
@@ -180,7 +181,7 @@ class TotalBudget:
     budget = None
 
     def __init__(self, total: float, c_min: float | None, aggregation: Any, *,
-                 round_cost: str, cost_metric: str, cost_scale: float,
+                 round_cost: str, cost_metric: str | None, cost_scale: float,
                  owner: str = "EEGradStrategy") -> None:  # fmt: skip
         self.total = check_real(total, "total_budget", owner, gt=0)
         self.c_min = 0.0 if c_min is None else check_real(c_min, "c_min", owner, ge=0)
@@ -282,7 +283,7 @@ class TotalBudget:
 
 
 def make_budget(budget: float | None, total_budget: float | None, c_min: float | None,
-                aggregation: Any, *, round_cost: str, cost_metric: str, cost_scale: float,
+                aggregation: Any, *, round_cost: str, cost_metric: str | None, cost_scale: float,
                 owner: str = "EEGradStrategy") -> RoundBudget | TotalBudget:  # fmt: skip
     """The budget of ``EEGradStrategy``'s arguments: B per round or the run's total (one of
     the two)."""

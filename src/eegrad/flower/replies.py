@@ -49,7 +49,7 @@ def reply_source(node: Any, server_round: Any) -> str:
 
 
 def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.ndarray], *,
-               arrayrecord_key: str, weighted_by_key: str, cost_metric: str = "cost",
+               arrayrecord_key: str, weighted_by_key: str, cost_metric: str | None = "cost",
                cost_scale: float = 1.0,
                cost_required: bool = False) -> tuple[list[Array], float, float, Any]:  # fmt: skip
     """(arrays, weight, cost, metric record) of one reply, its arrays checked against the
@@ -107,11 +107,14 @@ def reply_local_steps(metrics: Any, where: str) -> float:
     return steps
 
 
-def reply_cost(metrics: Any, where: str, *, cost_metric: str = "cost", cost_scale: float = 1.0,
-               required: bool = False) -> float:  # fmt: skip
+def reply_cost(metrics: Any, where: str, *, cost_metric: str | None = "cost",
+               cost_scale: float = 1.0, required: bool = False) -> float:  # fmt: skip
     """A reply's cost: ``cost_scale`` times its metric ``cost_metric`` (NaN where absent, unless
     ``required``: then an error naming ``where`` — the node and the round — and the metric);
-    a negative or non-finite cost is an error naming ``where``."""
+    a negative or non-finite cost is an error naming ``where``. ``cost_metric=None``: every
+    reply costs ``cost_scale`` (a client's training counts as one)."""
+    if cost_metric is None:
+        return float(cost_scale)
     if cost_metric not in metrics:
         if required:
             carried = sorted(metrics.keys())

@@ -195,10 +195,10 @@ class EEGradStrategy(Strategy):
         :mod:`eegrad.flower.round_costs`), plus D(n). With ``"slowest"`` the cost metric is
         read as seconds: a node that sends no reply before Flower's round ``timeout`` cost the
         round that wait (``cost_scale`` × the timeout), and is expected to again.
-    cost_metric, cost_scale : str, float
+    cost_metric, cost_scale : str or None, float
         With ``total_budget``: a client's cost is ``cost_scale`` times its reply's metric
         ``cost_metric`` (default ``"cost"``; e.g. ``"num-examples"`` with the cost of a
-        sample). A reply without it, or with a negative or non-finite cost, is an error naming
+        sample; None: every reply costs ``cost_scale``, a client's training counting as one). A reply without it, or with a negative or non-finite cost, is an error naming
         the node and the round.
     aggregation : AggregationCost or callable, optional
         D(n), the server's cost of a round of n clients (default: none, D = 0). D(1) > 0 is a
@@ -321,7 +321,11 @@ class EEGradStrategy(Strategy):
         aggregation = LinearAggregation(b=0.0) if aggregation is None else as_aggregation(
             aggregation, owner)  # fmt: skip
         self.aggregation = aggregation
-        self.cost_metric = check_metric_key(cost_metric, "cost_metric", owner)
+        if cost_metric is None and total_budget is None:
+            raise fail("cost_metric", owner, "a metric's name with a per-round budget (the "
+                       "clients report what they spent of their share)", None)  # fmt: skip
+        self.cost_metric = None if cost_metric is None else check_metric_key(
+            cost_metric, "cost_metric", owner)  # fmt: skip
         self.cost_scale = check_real(cost_scale, "cost_scale", owner, gt=0)
         #: The run's budget, a part that owns its accounting: B per round
         #: (:class:`~eegrad.flower.budgets.RoundBudget`) or the run's total

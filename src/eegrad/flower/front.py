@@ -1,0 +1,89 @@
+"""The common case in one call: your Flower strategy, a total budget in a unit you already
+count, and nothing changed in your clients.
+
+:func:`choose_clients` is to :class:`~eegrad.flower.EEGradStrategy` what Opacus's
+``make_private`` is to its engine: one call in the user's units. It returns an
+``EEGradStrategy`` that wraps your strategy (FedAvg, FedAdam, …) and, each round, chooses how
+many clients to ask for the most progress per unit of the budget, until the budget is spent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flwr.serverapp.strategy import Strategy
+
+from .._validation import InvalidParameterTypeError, check_real, fail
+from .client import check_metric_key
+from .strategy import EEGradStrategy
+
+__all__ = ["UNITS", "choose_clients"]
+
+#: The named units of :func:`choose_clients`'s budget (any other string names a metric).
+UNITS = ("trainings", "samples")
+
+
+def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
+                   **options: Any) -> EEGradStrategy:  # fmt: skip
+    """Let eegrad choose how many clients each round asks, within a total budget.
+
+    Parameters
+    ----------
+    strategy : flwr.serverapp.strategy.Strategy
+        Your strategy (message API): FedAvg, FedAvgM, FedProx, FedAdam, FedYogi, FedAdagrad,
+        FedMedian, FedTrimmedAvg. It aggregates, steps and evaluates as it always does; its
+        ``fraction_train`` is replaced by eegrad's choice of n.
+    budget : float
+        What the whole run may spend, > 0, in ``unit``.
+    unit : str
+        What a client's round costs: ``"trainings"`` (default; each reply counts 1, so the
+        budget is the number of client trainings), ``"samples"`` (each reply counts the
+        samples it trained on: its ``num-examples``, or your strategy's ``weighted_by_key``),
+        or the name of a metric your clients already report (e.g. ``"seconds"``, ``"energy"``).
+    **options
+        Any other keyword of :class:`~eegrad.flower.EEGradStrategy` (``aggregation`` for the
+        server's cost of a round, ``round_cost="slowest"`` for wall-clock time, ``checkpoint``,
+        ``csv_path``, ``rng``, ``privacy``, …).
+
+    Returns
+    -------
+    EEGradStrategy
+        Started as your strategy would be (``strategy.start(grid, initial_arrays, num_rounds,
+        ...)``); give a ``num_rounds`` large enough to spend the budget: the run ends before a
+        round it cannot afford, logging why, and ``records`` (or ``csv_path``) say what each
+        round asked and spent.
+
+    Examples
+    --------
+    A server app's few changed lines (the clients are Flower's quickstart clients, unchanged):
+
+    >>> from flwr.serverapp.strategy import FedAvg
+    >>> from eegrad.flower import choose_clients
+    >>> strategy = choose_clients(FedAvg(fraction_evaluate=0.0), budget=200)
+    >>> strategy.total_budget, strategy.cost_metric
+    (200.0, None)
+    >>> choose_clients(FedAvg(fraction_evaluate=0.0), budget=50_000, unit="samples").cost_metric
+    'num-examples'
+    """
+    owner = "choose_clients"
+    if not isinstance(strategy, Strategy):
+        raise InvalidParameterTypeError(
+            f"The 'strategy' parameter of {owner} must be a Flower message-API strategy "
+            f"(flwr.serverapp.strategy.Strategy, e.g. FedAvg()). Got {type(strategy).__name__} "
+            "instead."
+        )
+    budget = check_real(budget, "budget", owner, gt=0)
+    taken = sorted({"strategy", "total_budget", "budget", "cost_metric"} & set(options))
+    if taken:
+        raise fail(taken[0], owner, "not given in options (choose_clients sets it from its "
+                   "strategy, budget and unit)", options[taken[0]])  # fmt: skip
+    if unit == "trainings":
+        metric = None
+    elif unit == "samples":
+        metric = getattr(strategy, "weighted_by_key", None) or "num-examples"
+    elif isinstance(unit, str) and unit:
+        metric = check_metric_key(unit, "unit", owner)
+    else:
+        raise fail("unit", owner, f"one of {UNITS} or the name of a metric your clients "
+                   "report", unit)  # fmt: skip
+    return EEGradStrategy(strategy=strategy, total_budget=budget, cost_metric=metric, **options)

@@ -1,0 +1,65 @@
+"""choose_clients: the user's strategy, a total budget in their own unit, their client unchanged."""
+
+import logging
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
+
+import test_flower_total_budget as tb
+from flwr.serverapp.strategy import FedAdam, FedAvg
+
+from eegrad.flower import EEGradStrategy, choose_clients
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def test_a_budget_of_client_trainings_with_the_quickstart_client_unchanged():
+    """unit="trainings": a round of n costs n (each reply 1); the run spends at most the
+    budget, the clients report nothing of eegrad, and the user's FedAvg aggregates."""
+    s = choose_clients(FedAvg(fraction_evaluate=0.0), budget=30)
+    assert isinstance(s, EEGradStrategy)
+    res = tb._run(s, tb._quickstart_app(), rounds=100)
+    for r in s.records:
+        assert r["budget_used"] == r["clients_replied"]
+    assert sum(r["budget_used"] for r in s.records) == s.records[-1]["cost"] <= 30
+    assert s.records[-1]["cost"] > 30 - tb.K  # spent down to less than one round of K
+    assert np.all(np.isfinite(res.arrays["w"].numpy()))
+    assert s.stopped is not None
+
+
+def test_a_budget_of_samples_counts_each_replys_num_examples():
+    s = choose_clients(FedAdam(eta=0.1, fraction_evaluate=0.0), budget=2000, unit="samples")
+    seen = []
+    app = tb._quickstart_app(seen=seen)
+    tb._run(s, app, rounds=100)
+    assert s.cost_metric == "num-examples"
+    assert s.records[-1]["cost"] <= 2000
+    for r in s.records:  # every reply's samples: a client i holds SIZES[i]
+        assert r["budget_used"] >= r["clients_replied"] * tb.SIZES.min()
+
+
+def test_a_metric_of_the_clients_own_names_the_unit():
+    s = choose_clients(FedAvg(fraction_evaluate=0.0), budget=40.0, unit="c")
+    tb._run(s, tb._quickstart_app(cost=lambda pid: {"c": 2.0}), rounds=100)
+    assert all(r["budget_used"] == 2.0 * r["clients_replied"] for r in s.records)
+
+
+@pytest.mark.parametrize(("args", "kw", "match"), [
+    ((None, 10), {}, r"'strategy' parameter of choose_clients must be a Flower message-API"),
+    ((FedAvg(), 0), {}, r"'budget' parameter of choose_clients"),
+    ((FedAvg(), 10), {"unit": ""}, r"'unit' parameter of choose_clients .*'trainings'"),
+    ((FedAvg(), 10), {"total_budget": 5}, r"'total_budget' parameter of choose_clients"),
+])  # fmt: skip
+def test_bad_input_names_the_parameter(args, kw, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        choose_clients(*args, **kw)
+
+
+def test_a_per_round_budget_needs_a_metric_of_the_spend():
+    with pytest.raises(ValueError, match="'cost_metric' parameter of EEGradStrategy"):
+        EEGradStrategy(budget=10.0, c_min=1.0, cost_metric=None)
