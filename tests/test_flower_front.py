@@ -1,6 +1,8 @@
 """choose_clients: the user's strategy, a total budget in their own unit, their client unchanged."""
 
 import logging
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,3 +65,51 @@ def test_bad_input_names_the_parameter(args, kw, match):
 def test_a_per_round_budget_needs_a_metric_of_the_spend():
     with pytest.raises(ValueError, match="'cost_metric' parameter of EEGradStrategy"):
         EEGradStrategy(budget=10.0, c_min=1.0, cost_metric=None)
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "federated.md"
+
+#: A server main shaped as Flower's PyTorch quickstart's (Message API), with a NumPy model.
+QUICKSTART_SERVER = '''
+from flwr.app import ArrayRecord, Array, ConfigRecord
+from flwr.serverapp.strategy import FedAvg
+import numpy as np
+
+
+def main(grid, context):
+    fraction_evaluate = context["fraction-evaluate"]
+    num_rounds = context["num-server-rounds"]
+    arrays = ArrayRecord({"w": Array(np.zeros(4))})
+    strategy = FedAvg(fraction_evaluate=fraction_evaluate)
+    result = strategy.start(grid=grid, initial_arrays=arrays,
+                            train_config=ConfigRecord({"lr": 0.1}), num_rounds=num_rounds)
+    return strategy, result
+'''
+
+
+def _guide_diff() -> list[str]:
+    text = GUIDE.read_text(encoding="utf-8")
+    return re.findall(r"```diff\n(.*?)```", text, re.DOTALL)[0].splitlines()
+
+
+def test_the_guides_quickstart_diff_changes_at_most_five_server_lines_and_runs():
+    diff = _guide_diff()
+    changed = [ln for ln in diff if ln[:1] in "+-"]
+    assert 0 < len(changed) <= 5
+    server = QUICKSTART_SERVER
+    removed = [ln[1:].strip() for ln in diff if ln.startswith("-")]
+    added = [ln[1:] for ln in diff if ln.startswith("+")]
+    for old in removed:  # each removed line is in the quickstart's server, replaced in place
+        assert old in server
+        new = [a.strip() for a in added if not a.startswith("from ")]
+        server = server.replace(old, "\n    ".join(new))
+    imports = [a for a in added if a.startswith("from ")]
+    namespace = {}
+    exec(compile("\n".join(imports) + server, "quickstart server", "exec"), namespace)  # noqa: S102
+    strategy, result = namespace["main"](
+        tb.LocalGrid(tb._quickstart_app(), tb.K, seed=2),
+        {"fraction-evaluate": 0.0, "num-server-rounds": 1000})  # fmt: skip
+    assert isinstance(strategy, EEGradStrategy)
+    assert strategy.records[-1]["cost"] <= 200
+    assert strategy.stopped is not None
+    assert np.all(np.isfinite(result.arrays["w"].numpy()))
