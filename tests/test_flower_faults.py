@@ -108,11 +108,12 @@ def _sleepy_app(slow_pid, sleep, seconds=0.01):
 
 
 def test_local_grid_drops_the_reply_of_a_node_slower_than_the_timeout():
-    grid = LocalGrid(_sleepy_app(slow_pid=1, sleep=0.3), 3, seed=2)
+    # a normal client's call takes about a millisecond: 0.3 s is a margin of hundreds
+    grid = LocalGrid(_sleepy_app(slow_pid=1, sleep=0.6), 3, seed=2)
     model = RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(tb.D))}),
                         "config": ConfigRecord({"server-round": 1})})  # fmt: skip
     msgs = [Message(content=model, dst_node_id=n, message_type="train") for n in grid.node_ids]
-    replies = list(grid.send_and_receive(msgs, timeout=0.1))
+    replies = list(grid.send_and_receive(msgs, timeout=0.3))
     assert sorted(r.metadata.src_node_id for r in replies) == sorted(
         n for i, n in enumerate(grid.node_ids) if i != 1)
     msgs = [Message(content=model, dst_node_id=n, message_type="train") for n in grid.node_ids]
