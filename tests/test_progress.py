@@ -775,3 +775,36 @@ def test_the_cost_objectives_warm_up_on_two_clients_unless_told_otherwise():
     decrease = ProgressThompson(population=20)
     decrease.init(1, 20, 3)
     assert decrease.warmup_arms == [19, 1, 5]
+
+
+@pytest.mark.parametrize("rule_class", [SpreadThompson, ProgressThompson])
+def test_a_round_of_one_part_does_not_use_up_a_warm_up_round(rule_class):
+    """A driver that caps a round to one client (a total budget's first round, before any cost
+    is known) leaves the warm-up where it was: one part shows no spread, so the next round asks
+    the warm-up's first arm again."""
+    rule = rule_class(population=K, spend=SPEND, noise_order=2)
+    est = GradientEstimator(rule, K, T=1, dim=D, rng=0)
+    rng = np.random.default_rng(3)
+    assert est.ask(at_most=1) == 1
+    est.tell_parts(rng.standard_normal((1, D)), np.ones(1))
+    est.next_iterate()
+    assert rule.rounds == 0
+    assert est.ask() == rule.warmup_arms[0] + 1
+    est.tell_parts(rng.standard_normal((rule.warmup_arms[0] + 1, D)),
+                   np.ones(rule.warmup_arms[0] + 1))  # fmt: skip
+    assert rule.rounds == 1
+
+
+def test_a_signal_told_before_any_spread_is_not_taken():
+    """Before a round with a spread the noise in ‖ū‖² is unknown: a one-part round's signal
+    leaves the signal's evidence as it was (and the next round's persistence unpaired)."""
+    rule = ProgressThompson(population=K, spend=SPEND, noise_order=2)
+    est = GradientEstimator(rule, K, T=1, dim=D, rng=0)
+    est.ask(at_most=1)
+    est.tell_parts(np.ones((1, D)), np.ones(1))
+    assert not np.any(rule._arm_rounds > 0)
+    assert rule._last is None
+    est.next_iterate()
+    n = est.ask()
+    est.tell_parts(np.random.default_rng(1).standard_normal((n, D)), np.ones(n))
+    assert np.any(rule._arm_rounds > 0)

@@ -404,9 +404,14 @@ class ProgressThompson(SpreadThompson):
         r"""Tell the last pull's mean (after its parts were told): its squared norm
         :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
         ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
-        shape (R,) (None: not known, e.g. the first round)."""
+        shape (R,) (None: not known, e.g. the first round). Before any round has shown a
+        spread (a driver's first round capped to one client) the noise in ‖ū‖² is unknown, so
+        the signal cannot be told from it: such a round is not taken."""
         owner = "ProgressThompson.tell_signal"
         arms = self._told_arms(arms, "tell_signal")
+        if self.rounds == 0:  # no spread seen yet: nothing to subtract the noise with
+            self._round_noise = None
+            return
         R = self._shape[0]
         y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
         if np.any(y < 0):

@@ -143,6 +143,8 @@ class SpreadThompson(Selector):
         :math:`\approx\sqrt{2N}` (the distinct ones), which separates :math:`S^2` from
         :math:`\tau^2` (the module's notes); where you know the noise, a warm-up near the n you
         expect to ask costs less. The arms it asks are :attr:`warmup_arms` after :meth:`init`.
+        A round told fewer than two parts (a driver's cap on n, failed clients) shows no spread
+        and does not count as one of the warm-up's rounds: the next asks the same arm again.
 
     Examples
     --------
@@ -307,7 +309,8 @@ class SpreadThompson(Selector):
         self._coef[self._rows, arms] += coef
         self._pulls[self._rows, arms] += 1.0
         self._line += line
-        self.rounds += 1
+        if np.all(line[:, 0] >= 2.0):  # a round that shows a spread (a driver's cap to one
+            self.rounds += 1           # part, or failures, leave the warm-up where it was)
 
     def _add_row(self, y: np.ndarray, x: np.ndarray, nu: np.ndarray) -> None:
         """One statistic into the fit, normalised by its first design column and weighted
