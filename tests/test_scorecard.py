@@ -11,7 +11,7 @@ pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's tes
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 
-from eegrad import InvalidParameterError
+from eegrad import FixedArm, InvalidParameterError
 from eegrad.examples import scorecard as sc
 from eegrad.examples.scorecard_settings import SETTINGS, federation
 from eegrad.flower import DeviceCost, LocalGrid, budgeted_train
@@ -414,3 +414,32 @@ def test_run_takes_its_store_as_a_string_too(tmp_path):
     assert (store / "fedsgd" / "default-seed0.csv").exists()
     again, _ = sc.run(["fedsgd"], [0], quick=True, store=store, fixed=False)
     assert [float(r["train_loss"]) for r in again] == [float(r["train_loss"]) for r in rows]
+
+
+def test_a_saved_run_is_reused_only_where_what_made_it_is_todays(tmp_path, monkeypatch):
+    """A saved fixed n's or candidate's run is taken again by what made it (its ``.run``
+    file), not by its name: another candidate of the same name, another number of rounds, a
+    run without the file (an earlier harness) are recomputed."""
+    calls = []
+    real = sc.run_one
+
+    def counting(*args, **kwargs):
+        calls.append((args[1], kwargs.get("rounds")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sc, "run_one", counting)
+    store = tmp_path / "runs"
+    cand = {"selector": FixedArm(2)}
+    todo = [("fedsgd", "fedavg-2", 0, 6, 3, None, True), ("fedsgd", "fixed", 0, 6, 3, cand, True)]
+    sc._execute(todo, jobs=1, store=store, progress=False)
+    sc._execute(todo, jobs=1, store=store, progress=False)
+    assert len(calls) == 2  # the second pass took both from the store
+    other = [("fedsgd", "fixed", 0, 6, 3, {"selector": FixedArm(3)}, True)]
+    sc._execute(other, jobs=1, store=store, progress=False)
+    assert len(calls) == 3  # the same name, another candidate: recomputed
+    (store / "fedsgd" / "fedavg-2-seed0.run").unlink()
+    sc._execute(todo[:1], jobs=1, store=store, progress=False)
+    assert calls[-1] == ("fedavg-2", 6)  # no record of what made it: recomputed
+    longer = [("fedsgd", "fedavg-2", 0, 9, 3, None, True)]
+    sc._execute(longer, jobs=1, store=store, progress=False)
+    assert calls[-1] == ("fedavg-2", 9)

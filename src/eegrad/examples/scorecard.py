@@ -21,9 +21,11 @@ every round (``setting,method,seed,round,n``); ``scorecard.md`` — the table an
 ``scorecard.png`` — each setting's loss over cost; ``scorecard-arms.png`` — the default's n
 over each run; ``metadata.json``. Each finished federation is
 saved under ``runs/`` as it ends, so an interrupted card rerun with the same command runs only
-what is missing; a saved ``default`` run is taken again only where the default rule that made it
-(named in its ``.rule`` file, as a checkpoint's fingerprint names it) is today's, so a card rerun
-after the default changed recomputes the default's runs and keeps FedAvg's.
+what is missing; a saved run is taken again only where what made it — its setting, method, seed,
+rounds, candidate and the harness's revision, in its ``.run`` file (:func:`run_description`) —
+is today's, and a saved ``default`` run only where the default rule that made it (named in its
+``.rule`` file, as a checkpoint's fingerprint names it) is today's too, so a card rerun after the
+default changed recomputes the default's runs and keeps FedAvg's.
 
 ``warmup_reference`` runs one more method beside them, ``warmup-then-<n>``: the default's
 warm-up arms, then the best fixed n in hindsight every round (:class:`WarmupThenFixed`), on the
@@ -35,6 +37,7 @@ fixed n, the warm-up's share from that of its later choices.
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +49,14 @@ import numpy as np
 from .._validation import check_client_counts, check_integer, fail
 from ..results import atomic_write_bytes, environment, write_json, write_table
 from ..selectors.base import Selector
-from .scorecard_settings import SETTINGS, Federation, check_settings, federation, method_id
+from .scorecard_settings import (
+    BUDGET,
+    SETTINGS,
+    Federation,
+    check_settings,
+    federation,
+    method_id,
+)
 
 __all__ = ["ARM_COLUMNS", "COLUMNS", "FixedSchedule", "WarmupThenFixed", "final_losses",
            "load_runs", "main", "mean_and_se", "run", "run_one", "saved_methods", "summarise",
@@ -208,7 +218,8 @@ def run_one(setting: str, method: str, seed: int, *, rounds: int, eval_every: in
         if server_round == 0 or (server_round % eval_every and server_round != rounds):
             return None
         loss, acc = fed.evaluate(arrays)
-        cost = strategy.state.cost if fed.total_budget is not None else server_round * 100.0
+        # a per-round budget spends B every round, whatever the method (equal rounds, equal cost)
+        cost = strategy.state.cost if fed.total_budget is not None else server_round * BUDGET
         rows.append({"setting": setting, "method": method, "seed": seed, "round": server_round,
                      "cost": cost, "train_loss": loss, "test_accuracy": acc})  # fmt: skip
         return MetricRecord({"train-loss": loss, "test-accuracy": acc})
@@ -275,6 +286,40 @@ def _saved_rule(path: Path) -> str | None:
     return path.read_text().strip() if path.exists() else None
 
 
+#: The revision of what the card's harness runs for a method: raised when a run of the same
+#: name would come out otherwise (2: a total budget's first round asks one client until a cost
+#: is known, which changes every total-budget run, the fixed n's included).
+HARNESS_REVISION = 2
+
+
+def _described(x: Any) -> Any:
+    """A stable description of a run's argument for its ``.run`` file (code by its name, a
+    rule by its class and parameters)."""
+    if isinstance(x, dict):
+        return {str(k): _described(v) for k, v in sorted(x.items())}
+    if isinstance(x, list | tuple):
+        return [_described(v) for v in x]
+    if isinstance(x, Selector):
+        return f"{type(x).__name__}({_described(x.get_params())})"
+    if callable(x):
+        return f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', type(x).__name__)}"
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    return repr(x)
+
+
+def run_description(setting: str, method: str, seed: int, rounds: int, eval_every: int,
+                    candidate: dict[str, Any] | None, quick: bool,
+                    adapt: Callable[[Federation], Federation] | None) -> str:  # fmt: skip
+    """What made a saved run (its ``.run`` file): a saved run is taken again only where this
+    is today's, so a fixed n's or a candidate's run of another configuration, or of an earlier
+    harness, is recomputed rather than taken by its name."""
+    return json.dumps(_described({
+        "harness": HARNESS_REVISION, "setting": setting, "method": method, "seed": seed,
+        "rounds": rounds, "eval_every": eval_every, "candidate": candidate, "quick": quick,
+        "adapt": adapt}), sort_keys=True)  # fmt: skip
+
+
 def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
          candidate: dict[str, Any] | None, quick: bool, store: Path | None,
          progress: bool, adapt: Callable[[Federation], Federation] | None = None,
@@ -288,8 +333,10 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
     # the default's runs and the warm-up reference's (the default's warm-up) name their rule
     rule = default_rule_of(setting) if method == "default" or \
         method.startswith("warmup-then-") else None  # fmt: skip
+    made = run_description(setting, method, seed, rounds, eval_every, candidate, quick, adapt)
     if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None and \
-            (rule is None or _saved_rule(stem.with_suffix(".rule")) == rule):  # fmt: skip
+            (rule is None or _saved_rule(stem.with_suffix(".rule")) == rule) and \
+            _saved_rule(stem.with_suffix(".run")) == made:  # fmt: skip
         return rows, _saved(stem.with_suffix(".arms.csv")) or []
     logging.getLogger("flwr").setLevel(logging.ERROR)
     t0 = time.perf_counter()
@@ -300,6 +347,7 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
         write_table(stem.with_suffix(".arms.csv"), arms, ARM_COLUMNS)
         if rule is not None:  # before the rows: rows without it are never taken for today's
             atomic_write_bytes(stem.with_suffix(".rule"), (rule + "\n").encode())
+        atomic_write_bytes(stem.with_suffix(".run"), (made + "\n").encode())
         write_table(stem.with_suffix(".csv"), rows, COLUMNS)
     if progress:
         print(f"  {setting} seed {seed} {method}: final loss {rows[-1]['train_loss']:.4f} "

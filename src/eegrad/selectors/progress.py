@@ -342,6 +342,8 @@ class ProgressThompson(SpreadThompson):
         self._steps_clients = np.zeros((R, N))
         self._steps_clients_log = np.zeros((R, N))
         self._round_noise = None  # the last round's own estimate of its noise
+        # the last round told had fewer than two parts, and no round before it a spread
+        self._before_any_spread = False
         # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
         # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
         self._persist_A = np.zeros((R, 2, 2))
@@ -404,13 +406,14 @@ class ProgressThompson(SpreadThompson):
         r"""Tell the last pull's mean (after its parts were told): its squared norm
         :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
         ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
-        shape (R,) (None: not known, e.g. the first round). Before any round has shown a
-        spread (a driver's first round capped to one client) the noise in ‖ū‖² is unknown, so
-        the signal cannot be told from it: such a round is not taken."""
+        shape (R,) (None: not known, e.g. the first round). A round told with fewer than two
+        parts before any round has shown a spread (a driver's first round capped to one
+        client) is not taken: the noise in its ‖ū‖² is unknown, so its signal cannot be told
+        from it."""
         owner = "ProgressThompson.tell_signal"
         arms = self._told_arms(arms, "tell_signal")
-        if self.rounds == 0:  # no spread seen yet: nothing to subtract the noise with
-            self._round_noise = None
+        if self._before_any_spread:  # nothing yet to subtract the noise with
+            self._round_noise, self._before_any_spread = None, False
             return
         R = self._shape[0]
         y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
@@ -662,6 +665,7 @@ class ProgressThompson(SpreadThompson):
             # finite-population correction).
             ratio = np.einsum("rk,rk->r", coef, theta) / np.einsum("rk,rk->r", x, theta)
             self._round_noise = np.where(np.isfinite(ratio), y * ratio, np.nan)
+        self._before_any_spread = bool(self.rounds == 0 and np.all(line[:, 0] < 2.0))
         if second is not None:
             second = (second[0] / gain2, second[1])
         super()._observe_statistic(arms, y / gain2, x, coef, line, second)
