@@ -240,9 +240,12 @@ class EEGradStrategy(Strategy):
         scorecard of federations (``eegrad example flower-scorecard``) damping cost the
         default 1–9 % of final loss in every setting without privacy (the federated guide).
     rng : int or numpy.random.Generator
-        Seed of the selector's stream and of the node sampling (independent children).
+        Seed of the selector's stream and of the node sampling (independent children); part
+        of the checkpoint's fingerprint, so a checkpoint of another seed is refused.
     min_available_nodes : int
-        Nodes to wait for before the first round.
+        Nodes to wait for before the run's first round (a resumed run's too). Later rounds
+        ask among the nodes connected, so a node that dies never stalls the run; each record's
+        ``nodes_connected`` says how many there were.
     fraction_evaluate : float
         Fraction of nodes asked to evaluate after each round, in [0, 1] (0: none).
     csv_path : str or Path, optional
