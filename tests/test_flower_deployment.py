@@ -7,6 +7,7 @@ submits the app over Flower's network stack, and every process is stopped by its
 README's "Deployment" section runs the same commands with TLS and node authentication.
 """
 
+import contextlib
 import csv
 import os
 import signal
@@ -178,3 +179,58 @@ def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
             assert tree["state"]["__dict__"]["server_round"] == ROUNDS
     finally:
         dep.close()
+
+
+def _stop_local_superlink(home: Path) -> None:
+    """Stop the local SuperLink that ``flwr`` started for the Flower home ``home`` (it keeps
+    running after ``flwr run`` returns), by its own id: the process whose database is in it."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = (Path("/proc") / pid / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(home / "local-superlink") in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+            deadline = time.monotonic() + 20  # the next local SuperLink takes the same ports
+            while (Path("/proc") / pid).exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
+def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
+    """What a user types on a fresh machine after the README's install line: the simulation's
+    size set once, then ``flwr run``, in a new Flower home (Flower starts its local SuperLink).
+    The app installs no dependency of its own (eegrad is on no package index), runs with ten
+    simulated SuperNodes and records every round."""
+    if app == "flower_torch_app":
+        pytest.importorskip("torch")
+    home = tmp_path / "flwr-home"
+    home.mkdir()
+    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+           "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+    records = tmp_path / "records.csv"
+    try:
+        size = subprocess.run([str(BIN / "flwr"), "federation", "simulation-config",
+                               "@none/default", "local", "--num-supernodes", "10"],
+                              check=False, env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert size.returncode == 0, size.stdout[-2000:] + size.stderr[-2000:]
+        run = subprocess.run(
+            [str(BIN / "flwr"), "run", str(EXAMPLES / app), "--stream", "--run-config",
+             f'num-server-rounds=3 csv-path="{records}"'],
+            check=False, env=env, capture_output=True, text=True, timeout=420,
+        )  # fmt: skip
+        out = run.stdout + run.stderr
+        assert run.returncode == 0, out[-3000:]
+        assert "Exit Code" not in out, out[-3000:]  # Flower reports a failed run, exits 0
+        rows = _rows(records)
+        assert [int(r["server_round"]) for r in rows] == [1, 2, 3], out[-3000:]
+        assert all(int(r["nodes_connected"]) == 10 for r in rows)
+        assert all(1 <= int(r["arm"]) <= 10 for r in rows)
+    finally:
+        _stop_local_superlink(home)

@@ -9,7 +9,13 @@ or for as long as its share lasts in seconds (``"wall-clock"``: the real device 
 :class:`eegrad.flower.EEGradStrategy` chooses n each round from the spread of the updates it
 receives and steps every round; swap it for Flower's ``FedAvg`` to compare.
 
-Run it against a deployment (a SuperLink and SuperNodes; see the README's "Deployment" section)::
+In Flower's local simulation, after the README's install line (Flower starts its local SuperLink;
+the first command sets the simulation's size, once)::
+
+    flwr federation simulation-config @none/default local --num-supernodes 10
+    flwr run examples/flower_app --stream
+
+Against a deployment (a SuperLink and SuperNodes: the federated guide's section *Deploy*)::
 
     flwr run examples/flower_app my-superlink --stream
 

@@ -10,9 +10,15 @@ on as many of its samples as its share buys on its (virtual) device — written 
 after every round when ``checkpoint`` is set, and a restarted server resumes from it. Swap it for
 Flower's ``FedAvg`` to compare.
 
-Run it in Flower's simulation runtime or against a deployment (see the README's "Deployment")::
+In Flower's local simulation, after the README's install line (Flower starts its local SuperLink;
+the first command sets the simulation's size, once)::
 
+    flwr federation simulation-config @none/default local --num-supernodes 10
     flwr run examples/flower_torch_app --stream
+
+Against a deployment (a SuperLink and SuperNodes: the federated guide's section *Deploy*)::
+
+    flwr run examples/flower_torch_app my-superlink --stream
 """
 
 from __future__ import annotations

@@ -484,8 +484,9 @@ class EEGradStrategy(Strategy):
         N = self.budgeting.arms(state.num_nodes)
         if self.max_arms is not None and state.num_nodes < self.max_arms:
             log(WARNING, "EE-Grad: %d nodes are connected, so a round asks 1 to %d clients, where "
-                "the budget affords up to N = %d: connect more nodes (in Flower's simulation, "
-                "options.num-supernodes of the federation) to let the rule choose among them",
+                "the budget affords up to N = %d: connect more nodes to let the rule choose "
+                "among them (in Flower's local simulation: flwr federation simulation-config "
+                "@none/default local --num-supernodes N)",
                 state.num_nodes, state.num_nodes, self.max_arms)  # fmt: skip
         sel = self._given_selector
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
