@@ -282,7 +282,7 @@ def default_rule_of(setting: str) -> str:
     return default_rule_name(s.private, s.total_budget is not None)
 
 
-def _saved_rule(path: Path) -> str | None:
+def _saved_text(path: Path) -> str | None:
     return path.read_text().strip() if path.exists() else None
 
 
@@ -335,8 +335,8 @@ def _job(setting: str, method: str, seed: int, rounds: int, eval_every: int,
         method.startswith("warmup-then-") else None  # fmt: skip
     made = run_description(setting, method, seed, rounds, eval_every, candidate, quick, adapt)
     if stem is not None and (rows := _saved(stem.with_suffix(".csv"))) is not None and \
-            (rule is None or _saved_rule(stem.with_suffix(".rule")) == rule) and \
-            _saved_rule(stem.with_suffix(".run")) == made:  # fmt: skip
+            (rule is None or _saved_text(stem.with_suffix(".rule")) == rule) and \
+            _saved_text(stem.with_suffix(".run")) == made:  # fmt: skip
         return rows, _saved(stem.with_suffix(".arms.csv")) or []
     logging.getLogger("flwr").setLevel(logging.ERROR)
     t0 = time.perf_counter()

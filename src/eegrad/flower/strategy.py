@@ -40,6 +40,7 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 from __future__ import annotations
 
 import io
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from logging import INFO, WARNING
@@ -150,6 +151,10 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
     return f"default ({cls.__name__}, noise_order={DEFAULT_NOISE_ORDER}{curve})"
 
 
+#: Flower's logger, which ``flwr.supercore.log`` writes to.
+_LOGGER = logging.getLogger("flwr")
+
+
 def _log_final_results(result: Result, why: str) -> None:
     """Log why the run ended early and its final results, as Flower's ``start`` closes a run."""
     log(INFO, "")
@@ -198,8 +203,9 @@ class EEGradStrategy(Strategy):
     cost_metric, cost_scale : str or None, float
         With ``total_budget``: a client's cost is ``cost_scale`` times its reply's metric
         ``cost_metric`` (default ``"cost"``; e.g. ``"num-examples"`` with the cost of a
-        sample; None: every reply costs ``cost_scale``, a client's training counting as one). A reply without it, or with a negative or non-finite cost, is an error naming
-        the node and the round.
+        sample; None: every reply costs ``cost_scale``, a client's training counting as one).
+        A reply without it, or with a negative or non-finite cost, is an error naming the node
+        and the round.
     aggregation : AggregationCost or callable, optional
         D(n), the server's cost of a round of n clients (default: none, D = 0). D(1) > 0 is a
         fixed per-round cost (e.g. broadcasting the model), spent whatever n is, e.g.
@@ -353,8 +359,12 @@ class EEGradStrategy(Strategy):
             )
         self._given_selector = selector  # as the user gave it: nothing is written into it
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
-        if damp_exploration is None:  # damped where a private release adds known noise
-            damp_exploration = privacy is not None and isinstance(privacy, CentralDP)
+        #: What the server sees of a round's replies, a part that owns what it keeps: each
+        #: reply, their sums or a private release (:mod:`eegrad.flower.releases`).
+        self.release = make_release(privacy, bool(secure_sums), owner)
+        self.privacy, self.secure_sums = privacy, bool(secure_sums)
+        if damp_exploration is None:  # damped where the release adds known noise
+            damp_exploration = self.release.adds_noise
         if not isinstance(damp_exploration, bool | np.bool_):
             raise InvalidParameterTypeError(
                 f"The 'damp_exploration' parameter of {owner} must be a bool or None. Got "
@@ -367,10 +377,6 @@ class EEGradStrategy(Strategy):
                                             ge=0, le=1)  # fmt: skip
         self.csv_path = None if csv_path is None else Path(csv_path)
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
-        #: What the server sees of a round's replies, a part that owns what it keeps: each
-        #: reply, their sums or a private release (:mod:`eegrad.flower.releases`).
-        self.release = make_release(privacy, bool(secure_sums), owner)
-        self.privacy, self.secure_sums = privacy, bool(secure_sums)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
         if strategy is not None:
@@ -548,7 +554,8 @@ class EEGradStrategy(Strategy):
         self.release.configure(cfg)
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
-        why = state.estimator.selector.explain()
+        # the rule's reason costs a fit: asked only where the line is written
+        why = state.estimator.selector.explain() if _LOGGER.isEnabledFor(INFO) else None
         log(INFO, "EE-Grad: server round %d asks n = %d of %d nodes connected (%s)%s",
             server_round, n, len(nodes), self.budgeting.describe(state, n),
             "" if why is None else f"; {why}")  # fmt: skip

@@ -885,10 +885,8 @@ class ProgressThompson(SpreadThompson):
         signal = self.signal()
         if self.objective == "signal-fraction":
             return self.signal_fraction_progress(signal, noise)
-        if self.objective in _BUDGET_OBJECTIVES and self._costs is not None and \
-                self._budget_left is not None:  # fmt: skip
-            value = (-self.horizon_loss(noise) if self.objective == "horizon" else
-                     self.rate_of_decrease(noise))  # fmt: skip
+        value = self._budget_value(noise)
+        if value is not None:
             known = np.all(np.isfinite(value), axis=1, keepdims=True)
             # until the contraction is known: the cheapest round with a spread, n = 2
             cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
@@ -900,12 +898,27 @@ class ProgressThompson(SpreadThompson):
             d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
         return d
 
+    def _budget_value(self, noise: np.ndarray) -> np.ndarray | None:
+        """The total-budget objective of every arm, shape (R, N) (NaN until the contraction is
+        known), or None: another objective, or the costs and the budget left not yet told."""
+        if self.objective not in _BUDGET_OBJECTIVES or self._costs is None or \
+                self._budget_left is None:  # fmt: skip
+            return None
+        return (-self.horizon_loss(noise) if self.objective == "horizon" else
+                self.rate_of_decrease(noise))  # fmt: skip
+
+    def _ending_arm(self) -> int | None:
+        """The arm of a round that can end the run (:meth:`last_round_arm`), where the
+        objective weighs a budget and the rule ends on it; None otherwise."""
+        if self.objective in _BUDGET_OBJECTIVES and self.last_round:
+            return self.last_round_arm()
+        return None
+
     def explain(self, top: int = 3) -> str | None:
         """The run's last round, the warm-up, or the arms of most fitted objective (the
         expected decrease of the loss, or with a total budget its rate per unit of cost)."""
         N = self._shape[1]
-        if self.objective in _BUDGET_OBJECTIVES and self.last_round and \
-                (last := self.last_round_arm()) is not None:  # fmt: skip
+        if (last := self._ending_arm()) is not None:
             return (f"the run's last round: the most clients the budget left affords "
                     f"(n = {last + 1}), its noise stays in the final model")
         if N == 1:
@@ -913,10 +926,8 @@ class ProgressThompson(SpreadThompson):
         if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         noise = self.predicted()
-        if self.objective in _BUDGET_OBJECTIVES and self._costs is not None and \
-                self._budget_left is not None:  # fmt: skip
-            value = (-self.horizon_loss(noise) if self.objective == "horizon" else
-                     self.rate_of_decrease(noise))[0]  # fmt: skip
+        if (budget := self._budget_value(noise)) is not None:
+            value = budget[0]
             if not np.all(np.isfinite(value)):
                 return (f"the cheapest round with a spread (n = {min(2, N)}) until the loss's "
                         "contraction is fitted")
@@ -927,8 +938,7 @@ class ProgressThompson(SpreadThompson):
 
     def _select(self, t: int) -> np.ndarray:
         R, N = self._shape[:2]
-        if self.objective in _BUDGET_OBJECTIVES and self.last_round and \
-                (last := self.last_round_arm()) is not None:  # fmt: skip
+        if (last := self._ending_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
         if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
