@@ -257,13 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--figure", action="store_true", help="redraw ROOT's figure instead")
     pl = sub.add_parser(
         "plot",
-        help="plot a metric of a sweep's results against an axis",
-        description="Plot column --y of RESULTS (a results.csv or its folder) against --x, one "
-        "line per value of --hue, with ±2 SE bars where a standard-error column exists.",
+        help="plot a federated run's records, or a metric of a sweep's results",
+        description="Without --x and --y: RESULTS is a federated run's records (the csv_path "
+        "of EEGradStrategy or choose_clients): plot n over the rounds and the evaluations "
+        "(<stem>-evaluation.csv beside it) against the cost spent. With --x and --y: plot "
+        "column --y of RESULTS (a results.csv or its folder) against --x, one line per value "
+        "of --hue, with ±2 SE bars where a standard-error column exists.",
     )
     pl.add_argument("results", type=Path)
-    pl.add_argument("--x", required=True)
-    pl.add_argument("--y", required=True)
+    pl.add_argument("--x")
+    pl.add_argument("--y")
     pl.add_argument("--hue")
     pl.add_argument(
         "--where",
@@ -326,7 +329,16 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         sections = report_from_results(args.root, command)
         print(f"wrote {args.root}/report.md and report.html ({len(sections)} sections)")
         return 0
+    if args.command == "plot" and args.x is None and args.y is None:
+        from .plots import plot_run
+
+        print(f"wrote {plot_run(args.results, out=args.out)}")
+        return 0
     if args.command == "plot":
+        if args.x is None or args.y is None:
+            raise InvalidParameterError(
+                f"--x and --y are given together (a sweep's results) or not at all (a run's "
+                f"records); got --x {args.x!r} and --y {args.y!r}.")
         from .plots import plot_results
 
         path = plot_results(args.results, x=args.x, y=args.y, hue=args.hue, where=args.where,

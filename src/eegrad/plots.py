@@ -19,7 +19,7 @@ from .results import atomic_write_bytes
 from .studies import Study, load_study, study_kind
 from .studies.figures import PALETTE
 
-__all__ = ["plot_results", "plot_study", "replot", "save_figure"]
+__all__ = ["RUN_COLUMNS", "plot_results", "plot_run", "plot_study", "replot", "save_figure"]
 
 
 def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
@@ -111,3 +111,67 @@ def plot_results(
     return target.with_suffix(".png")
 
 
+
+
+#: The columns a federated run's records must have for :func:`plot_run` (the records
+#: :class:`~eegrad.flower.EEGradStrategy` writes to its ``csv_path``).
+RUN_COLUMNS = ("server_round", "arm", "cost")
+
+
+def plot_run(records: str | Path, evaluations: str | Path | None = None,
+             out: str | Path | None = None) -> Path:  # fmt: skip
+    """The figure of one federated run from its records: n over the server rounds (left), and
+    every evaluated metric against the cost spent (right; from the evaluations' table,
+    ``<stem>-evaluation.csv`` beside the records unless given), or the cost over the rounds
+    where nothing was evaluated. Writes ``<stem>.png`` and ``.pdf`` beside the records (or
+    ``out``); returns the PNG's path."""
+    from .config import ConfigError
+    from .results import read_table
+
+    path = Path(records)
+    if not path.is_file():
+        raise ConfigError(f"No records table at {str(path)!r}.")
+    rows = read_table(path)
+    missing = [c for c in RUN_COLUMNS if not rows or c not in rows[0]]
+    if missing:
+        raise ConfigError(f"{path.name} is not a run's records: no column {missing[0]!r} (a "
+                          f"run's records have {', '.join(RUN_COLUMNS)}; for a sweep's results "
+                          "give --x and --y).")  # fmt: skip
+    rounds = np.array([float(r["server_round"]) for r in rows])
+    arms = np.array([float(r["arm"]) for r in rows])
+    cost = np.array([float(r["cost"]) for r in rows])
+    evaluations = (path.with_name(f"{path.stem}-evaluation.csv") if evaluations is None
+                   else Path(evaluations))  # fmt: skip
+    evaluated = read_table(evaluations) if evaluations.is_file() else []
+
+    fig = Figure(figsize=(10.0, 4.0))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.28)
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    left.step(rounds, arms, where="mid", color=PALETTE[0], lw=1.6)
+    left.plot(rounds, arms, "o", ms=3, color=PALETTE[0])
+    left.set_xlabel("server round")
+    left.set_ylabel("n, clients asked")
+    left.set_title("clients a round asks", fontsize=10)
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in evaluated:
+        series.setdefault(f"{r['metric']} ({r['source']})", []).append(
+            (float(r["cost"]), float(r["value"])))
+    if series:
+        for i, (label, points) in enumerate(sorted(series.items())):
+            xs, ys = np.array(sorted(points)).T
+            right.plot(xs, ys, marker="o", ms=3, lw=1.4, color=PALETTE[i % len(PALETTE)],
+                       label=label)  # fmt: skip
+        right.set_xlabel("cost spent")
+        right.set_ylabel("evaluated metric")
+        right.set_title("evaluations against the cost spent", fontsize=10)
+        right.legend(fontsize=8)
+    else:
+        right.plot(rounds, cost, color=PALETTE[1], lw=1.6)
+        right.set_xlabel("server round")
+        right.set_ylabel("cost spent")
+        right.set_title(f"cost (nothing evaluated: no {evaluations.name})", fontsize=10)
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
+    target = Path(out) if out else path.with_suffix(".png")
+    save_figure(fig, target.with_suffix(""))
+    return target.with_suffix(".png")

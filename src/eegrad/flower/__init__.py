@@ -29,6 +29,7 @@ from .grid import LocalGrid
 from .inner import UnsupportedStrategyError
 from .privacy import CentralDP, PrivacyBudgetExhausted, calibrate_noise, epsilon_spent
 from .replies import ClientUpdateError
+from .round_report import RoundReport
 from .secagg import secaggplus_train, start_secaggplus
 from .state import RunState
 from .strategy import BudgetSpent, EEGradStrategy
@@ -42,6 +43,7 @@ __all__ = [
     "EEGradStrategy",
     "LocalGrid",
     "PrivacyBudgetExhausted",
+    "RoundReport",
     "RunState",
     "UnsupportedStrategyError",
     "WallClock",

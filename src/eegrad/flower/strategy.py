@@ -42,8 +42,8 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from logging import INFO, WARNING
+from collections.abc import Callable, Iterable, Sequence
+from logging import ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ from .._validation import (
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
-from ..results import append_row, write_table
+from ..results import append_row, read_table, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
@@ -83,10 +83,11 @@ from .privacy import CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
 from .releases import make_release
 from .replies import ClientUpdateError, RoundFold
+from .round_report import RoundReport, check_callback
 from .schedules import make_schedule
 from .state import RunState, Streams
 
-__all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
+__all__ = ["DEFAULT_NOISE_ORDER", "EVALUATION_COLUMNS", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
            "EEGradStrategy",
            "default_rule"]  # fmt: skip
 
@@ -95,6 +96,12 @@ __all__ = ["DEFAULT_NOISE_ORDER", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "Cli
 RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
                   "failed_nodes", "budget", "budget_used", "cost",
                   "nodes_connected")  # fmt: skip
+
+#: Columns of the evaluations' table (``<stem>-evaluation.csv`` beside ``csv_path``): one line
+#: per metric of an evaluation after ``server_round`` (0: the initial model), at the run's
+#: ``cost`` so far; ``source`` is ``server`` (Flower's ``evaluate_fn``) or ``clients``
+#: (federated evaluation).
+EVALUATION_COLUMNS = ("server_round", "cost", "source", "metric", "value")
 
 #: The default every-round rule's noise model (its ``noise_order``).
 DEFAULT_NOISE_ORDER = 2
@@ -255,7 +262,14 @@ class EEGradStrategy(Strategy):
     fraction_evaluate : float
         Fraction of nodes asked to evaluate after each round, in [0, 1] (0: none).
     csv_path : str or Path, optional
-        Where to write the per-round records after every round.
+        Where to write the per-round records after every round; evaluations (Flower's
+        ``evaluate_fn`` on the server, and federated evaluation) go beside it, one line per
+        metric, in ``<stem>-evaluation.csv`` (:data:`EVALUATION_COLUMNS`, :attr:`evaluation_path`).
+        ``eegrad plot`` draws both.
+    on_round : callable, optional
+        Called after every training round with a :class:`~eegrad.flower.RoundReport` (the
+        round's record and metrics, why the rule asked n, the rule's estimates of every n): the
+        place to log a run to TensorBoard or Weights & Biases from your own code.
     checkpoint : str or Path, optional
         A file (``.npz``) to which the strategy writes, after every round, everything needed to
         continue: the rule's and the estimator's state, the random streams, the records, the
@@ -325,6 +339,7 @@ class EEGradStrategy(Strategy):
         weighted_by_key: str | None = None,
         arrayrecord_key: str | None = None,
         configrecord_key: str | None = None,
+        on_round: Callable[[RoundReport], Any] | None = None,
     ) -> None:
         owner = "EEGradStrategy"
         aggregation = LinearAggregation(b=0.0) if aggregation is None else as_aggregation(
@@ -376,6 +391,7 @@ class EEGradStrategy(Strategy):
         self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
                                             ge=0, le=1)  # fmt: skip
         self.csv_path = None if csv_path is None else Path(csv_path)
+        self.on_round = check_callback(on_round, owner)
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
@@ -449,8 +465,11 @@ class EEGradStrategy(Strategy):
         self._timeout: float | None = None  # Flower's round timeout, in seconds (start)
         self._latest: ArrayRecord | None = None  # the model the next round starts from
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
+        self._evaluations_started = False  # the evaluation table's header written this run
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
         self.stopped: str | None = None
+        #: The run's evaluations, one dict a metric (:data:`EVALUATION_COLUMNS`).
+        self.evaluations: list[dict[str, Any]] = []
 
     # -- the run's state, read -----------------------------------------------------------------
     @property
@@ -475,6 +494,29 @@ class EEGradStrategy(Strategy):
         """N, the arms: min(the budget's, the nodes connected), once set up."""
         est = self.state.estimator
         return None if est is None else est.N
+
+    @property
+    def evaluation_path(self) -> Path | None:
+        """Where the evaluations are written: ``<stem>-evaluation.csv`` beside ``csv_path``."""
+        if self.csv_path is None:
+            return None
+        return self.csv_path.with_name(f"{self.csv_path.stem}-evaluation.csv")
+
+    def _record_evaluation(self, server_round: int, source: str, metrics: Any) -> None:
+        """Keep (and write) an evaluation's metrics at the run's cost so far."""
+        rows = [{"server_round": server_round, "cost": self.state.cost, "source": source,
+                 "metric": str(k), "value": float(v)} for k, v in dict(metrics).items()
+                if isinstance(v, int | float | np.number) and not isinstance(v, bool)]  # fmt: skip
+        self.evaluations.extend(rows)
+        path = self.evaluation_path
+        if path is None or not rows:
+            return
+        if not self._evaluations_started:  # the header, and the rounds a resume keeps
+            write_table(path, self.evaluations, EVALUATION_COLUMNS)
+            self._evaluations_started = True
+        else:
+            for row in rows:
+                append_row(path, row, EVALUATION_COLUMNS)
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
@@ -554,8 +596,10 @@ class EEGradStrategy(Strategy):
         self.release.configure(cfg)
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
-        # the rule's reason costs a fit: asked only where the line is written
-        why = state.estimator.selector.explain() if _LOGGER.isEnabledFor(INFO) else None
+        # the rule's reason costs a fit: asked only where the line is written or a callback reads it
+        why = (state.estimator.selector.explain() if _LOGGER.isEnabledFor(INFO)
+               or self.on_round is not None else None)  # fmt: skip
+        self._round["why"] = why
         log(INFO, "EE-Grad: server round %d asks n = %d of %d nodes connected (%s)%s",
             server_round, n, len(nodes), self.budgeting.describe(state, n),
             "" if why is None else f"; {why}")  # fmt: skip
@@ -699,6 +743,10 @@ class EEGradStrategy(Strategy):
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
+        if self.on_round is not None:
+            self.on_round(RoundReport(server_round=server_round, record=dict(row),
+                                      metrics=dict(metrics), explanation=rnd.get("why"),
+                                      estimates=est.selector.estimates()))  # fmt: skip
         return new_arrays, MetricRecord(metrics)
 
     def _save(self, new_arrays: ArrayRecord | None) -> None:
@@ -721,7 +769,24 @@ class EEGradStrategy(Strategy):
         self.aggregator.load_state(self.state.inner)
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
             write_table(self.csv_path, self.state.records, self.columns)
+            self._keep_evaluations_until(self.state.server_round)
         return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in saved.model.items()})
+
+    def _keep_evaluations_until(self, server_round: int) -> None:
+        """On resume: the evaluation table's lines of the rounds the checkpoint holds."""
+        path = self.evaluation_path
+        if not path.exists():
+            return
+        try:
+            rows = read_table(path)
+            self.evaluations = [
+                {**r, "server_round": int(r["server_round"]), "cost": float(r["cost"]),
+                 "value": float(r["value"])}
+                for r in rows if int(r["server_round"]) <= server_round]  # fmt: skip
+        except (KeyError, ValueError):  # not a table this strategy wrote: begun again
+            self.evaluations = []
+        write_table(path, self.evaluations, EVALUATION_COLUMNS)
+        self._evaluations_started = True
 
     def _step_scale(self, n: int) -> float:
         """ρ of ``damp_exploration`` for a round of arm n: the rule's
@@ -801,6 +866,7 @@ class EEGradStrategy(Strategy):
                 out = evaluate_fn(rnd + offset, arr)
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
+                    self._record_evaluation(rnd + offset, "server", out)
                 return out
 
             try:
@@ -816,6 +882,9 @@ class EEGradStrategy(Strategy):
                 for name, table in seen.items():
                     setattr(result, name, {rnd - offset: m for rnd, m in table.items()})
                 self.stopped = str(stop)
+            except BaseException as exc:  # Ctrl-C, a failed round: say what is kept, and go
+                self._log_interrupted(exc)
+                raise
         for name in ("train_metrics_clientapp", "evaluate_metrics_clientapp",
                      "evaluate_metrics_serverapp"):  # fmt: skip
             table = getattr(result, name)
@@ -830,6 +899,20 @@ class EEGradStrategy(Strategy):
             _log_final_results(result, self.stopped)
         self.end_run()
         return result
+
+    def _log_interrupted(self, exc: BaseException) -> None:
+        """Log why a run stopped before its end and what it keeps (records, checkpoint)."""
+        why = ("interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else
+               f"{type(exc).__name__}: {str(exc).rstrip('.')}")  # fmt: skip
+        done = self.state.server_round
+        kept = [f"{what} {path}" for what, path in (("records", self.csv_path),
+                ("checkpoint", self.checkpoint)) if path is not None]  # fmt: skip
+        if not kept:
+            then = "nothing was kept (give csv_path= and checkpoint= to keep a run and resume it)"
+        else:
+            then = f"kept: {', '.join(kept)}, rounds 1 to {done}" + (
+                "; start it again to resume" if self.checkpoint is not None else "")
+        log(ERROR, "EE-Grad: the run stopped after server round %d: %s; %s", done, why, then)
 
     # -- evaluate ----------------------------------------------------------------------------------
     def configure_evaluate(
@@ -850,4 +933,5 @@ class EEGradStrategy(Strategy):
         out = self.aggregator.aggregate_evaluate(server_round, replies)
         if out is not None:
             self._evaluated[server_round] = out
+            self._record_evaluation(server_round, "clients", out)
         return out

@@ -438,6 +438,12 @@ class Selector:
         default). It reads the rule's state and draws nothing."""
         return None
 
+    def estimates(self) -> dict[str, np.ndarray]:
+        """The rule's fitted view of every arm n = 1..N, by name, each of shape (N,) (the first
+        realization's), for a driver's per-round callback or a plot: empty for a rule with no
+        view (the default). It reads the rule's state and draws nothing."""
+        return {}
+
     def predicted(self) -> np.ndarray | None:
         """The rule's fitted variance of each arm's output, shape (R, N), or None for a rule
         that fits none (the default). A rule that fits the variances as a function of n (e.g.

@@ -914,6 +914,20 @@ class ProgressThompson(SpreadThompson):
             return self.last_round_arm()
         return None
 
+    def estimates(self) -> dict[str, np.ndarray]:
+        r"""Besides ``variance`` (:meth:`SpreadThompson.estimates`): ``signal``, the fitted
+        :math:`\lVert E\bar u_n\rVert^2` of arm n's round mean, and ``objective``, what the rule
+        maximises (the expected decrease of the loss, or with a total budget its rate per unit
+        of cost; NaN until fitted)."""
+        out = super().estimates()
+        if out:
+            noise = out["variance"][None, :]
+            budget = self._budget_value(noise)
+            objective = budget if budget is not None else self.progress(
+                self.signal(), noise, self.curvature() * self.curvature_weight())
+            out.update(signal=self.signal()[0], objective=objective[0])
+        return out
+
     def explain(self, top: int = 3) -> str | None:
         """The run's last round, the warm-up, or the arms of most fitted objective (the
         expected decrease of the loss, or with a total budget its rate per unit of cost)."""

@@ -406,6 +406,13 @@ class SpreadThompson(Selector):
     def _with_release(self, v: np.ndarray) -> np.ndarray:
         return v if self.release_noise is None else v + self.release_noise[None, :]
 
+    def estimates(self) -> dict[str, np.ndarray]:
+        """``variance``: the fitted variance v_n of arm n's mean (:meth:`predicted`), once a
+        round has been told (empty before)."""
+        if self.rounds == 0:
+            return {}
+        return {"variance": self.predicted()[0]}
+
     def explain(self, top: int = 3) -> str | None:
         """The warm-up, or the arms of least fitted variance of the mean (the rule asks the
         least of a posterior draw)."""
