@@ -31,3 +31,11 @@ def test_readme_opens_with_the_two_commands():
     first = blocks[0]
     assert "eegrad reproduce figure1" in first
     assert "python -m pytest" in first
+
+
+def test_readme_is_a_front_door():
+    """At most 200 lines, with the install line of the Flower part alone and its quickstart diff."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert 'pip install -e ".[flower]"' in text
+    assert "+    strategy = choose_clients(FedAvg(" in text
