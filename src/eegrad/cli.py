@@ -155,6 +155,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", type=Path, help="the experiment's TOML file")
     _add_common(run)
     _add_selector_options(run)
+    bn = sub.add_parser(
+        "bench",
+        help="the field bench: the default against tuned fixed n, cohort schedules and ISP",
+        description="Tune the fixed n's client learning rate, run every method of every "
+        "setting (development and held-out halves) at the same total budget, and write "
+        "DIR/bench.csv, DIR/arms.csv, DIR/tuning.json and DIR/report.md; finished runs are "
+        "kept under DIR/runs and taken again by a rerun.",
+    )
+    bn.add_argument("--quick", action="store_true", help="two settings, two seeds, fewer n")
+    bn.add_argument("--jobs", type=_count, default=1, metavar="J", help="processes")
+    bn.add_argument("--seeds", type=_count, metavar="S", help="seeds (default 10; quick 2)")
+    bn.add_argument("--settings", nargs="+", metavar="NAME", help="settings to run")
+    bn.add_argument("--out", type=Path, required=True, metavar="DIR")
+    bn.add_argument("--quiet", "-q", action="store_true", help="no progress")
     ex = sub.add_parser(
         "example",
         help="run a worked example on real data",
@@ -344,6 +358,12 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         path = plot_results(args.results, x=args.x, y=args.y, hue=args.hue, where=args.where,
                             logx=args.logx, logy=args.logy, out=args.out)  # fmt: skip
         print(f"wrote {path}")
+        return 0
+    if args.command == "bench":
+        from .bench import _cli_args
+        from .bench import main as bench
+
+        print(f"wrote {bench(args.out, command=command, **_cli_args(args))}")
         return 0
     if args.command == "example" and args.name == "wall-clock":
         from .examples.wall_clock import main as wall_clock

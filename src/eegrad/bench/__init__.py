@@ -1,0 +1,108 @@
+"""The field bench: eegrad's default against tuned fixed n, cohort schedules and ISP, on
+several offline data sets (``eegrad bench``).
+
+:func:`main` tunes the fixed n's client learning rate on the tuning seeds, runs every method
+of every setting (:mod:`eegrad.bench.settings`) on the reported seeds, and writes
+``DIR/bench.csv`` (:data:`~eegrad.bench.runner.COLUMNS`: one row per evaluation),
+``DIR/arms.csv`` (n of every round), ``DIR/tuning.json`` and ``DIR/report.md`` with its figure.
+Finished runs are kept under ``DIR/runs/``: a rerun takes each again where what made it is
+today's (:func:`~eegrad.bench.runner.saved_run`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .._validation import check_integer
+from ..results import atomic_write_bytes, write_table
+from .runner import (
+    COLUMNS,
+    LR_GRID,
+    METHODS,
+    TUNING_SEEDS,
+    fixed_counts,
+    job,
+)
+from .settings import SETTINGS, check_settings
+
+__all__ = ["COLUMNS", "METHODS", "SETTINGS", "main", "plan"]
+
+
+def _execute(todo: list[tuple], jobs: int, store: Path, quiet: bool) -> list[tuple]:
+    """Run (or take from the store) every job, in order."""
+    from joblib import Parallel, delayed
+
+    out = Parallel(n_jobs=jobs, verbose=0 if quiet else 5)(
+        delayed(job)(str(store), *t) for t in todo)  # fmt: skip
+    return list(out)
+
+
+def plan(settings: list[str], seeds: list[int], quick: bool,
+         tuned: dict[str, dict[int, float]] | None = None) -> list[tuple]:  # fmt: skip
+    """The runs: with ``tuned`` None, the tuning runs (every fixed n at every learning rate on
+    the tuning seeds); else the reported runs (the fixed n at their tuned rate, the other
+    methods at the guess's)."""
+    from .methods import guess_n
+
+    todo = []
+    for name in settings:
+        s = SETTINGS[name]
+        counts = fixed_counts(s.K, quick)
+        if tuned is None:
+            for n in counts:
+                for lr in LR_GRID[s.model]:
+                    for seed in TUNING_SEEDS[:1] if quick else TUNING_SEEDS:
+                        todo.append((name, f"fedavg-{n}", seed, lr, quick))
+            continue
+        for seed in seeds:
+            for n in counts:
+                todo.append((name, f"fedavg-{n}", seed, tuned[name][n], quick))
+            for m in METHODS:
+                todo.append((name, m, seed, tuned[name][guess_n(s.K)], quick))
+    return todo
+
+
+def _tune(results: list[tuple], todo: list[tuple]) -> dict[str, dict[int, float]]:
+    """Per setting and n, the learning rate of least mean final training loss."""
+    losses: dict[tuple, list[float]] = {}
+    for (name, method, _seed, lr, _quick), (rows, _arms) in zip(todo, results, strict=True):
+        losses.setdefault((name, int(method.removeprefix("fedavg-")), lr), []).append(
+            float(rows[-1]["train_loss"]))
+    best: dict[str, dict[int, tuple[float, float]]] = {}
+    for (name, n, lr), ls in losses.items():
+        mean = sum(ls) / len(ls)
+        if n not in best.setdefault(name, {}) or mean < best[name][n][1]:
+            best[name][n] = (lr, mean)
+    return {name: {n: lr for n, (lr, _) in by_n.items()} for name, by_n in best.items()}
+
+
+def main(out: str | Path, *, quick: bool = False, jobs: int = 1, seeds: int | None = None,
+         settings: list[str] | None = None, command: str = "eegrad bench",
+         quiet: bool = False) -> Path:  # fmt: skip
+    """Run the bench into ``out``; returns the report's path."""
+    names = check_settings(settings, quick)
+    seeds = check_integer(seeds if seeds is not None else (2 if quick else 10), "seeds",
+                          "eegrad bench", ge=1)  # fmt: skip
+    jobs = check_integer(jobs, "jobs", "eegrad bench", ge=1)
+    out = Path(out)
+    store = out / "runs"
+    store.mkdir(parents=True, exist_ok=True)
+    tuning_todo = plan(names, [], quick)
+    tuned = _tune(_execute(tuning_todo, jobs, store, quiet), tuning_todo)
+    atomic_write_bytes(out / "tuning.json", json.dumps(tuned, indent=1).encode())
+    todo = plan(names, list(range(seeds)), quick, tuned)
+    results = _execute(todo, jobs, store, quiet)
+    rows = [r for rs, _ in results for r in rs]
+    arms = [a for _, a_s in results for a in a_s]
+    write_table(out / "bench.csv", rows, COLUMNS)
+    write_table(out / "arms.csv", arms, ("setting", "method", "seed", "round", "n"))
+    from .report import report
+
+    return report(rows, arms, out, command, tuned)
+
+
+def _cli_args(args: Any) -> dict[str, Any]:
+    return {"quick": args.quick, "jobs": args.jobs, "seeds": args.seeds,
+            "settings": args.settings, "quiet": args.quiet}  # fmt: skip

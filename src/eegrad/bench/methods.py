@@ -1,0 +1,280 @@
+r"""The benchmark's methods besides eegrad's default, each a rule or a Flower strategy.
+
+``fedavg-<n>``   Flower's ``FedAvg`` at n clients a round (:class:`~eegrad.FixedArm` inside
+                 :class:`~eegrad.flower.EEGradStrategy`, which only counts the budget), its
+                 clients' learning rate tuned for that n
+``guess``        the same at the n a practitioner would guess, 10 % of K (:func:`guess_n`)
+``grow``         growing cohorts (Charles et al., NeurIPS 2021): n doubles at each quarter of
+                 the budget spent, g/4, g/2, g, 2g for the guess g (:class:`BudgetSchedule`)
+``decay``        decaying n (Ji et al., arXiv 2003.09603): the same phases reversed
+``noise-scale``  n from the gradient noise scale (McCandlish et al., arXiv 1812.06162), read off
+                 the spread as eegrad's default reads it: the critical number of clients
+                 :math:`n^* = v_1 / s_1`, one client's update variance over the squared norm of
+                 its mean (:class:`NoiseScaleRule`; warm-up and last round as the default's)
+``isp``          ISP (Skorik et al., arXiv 2508.13803; its public code), re-implemented as a
+                 Flower strategy (:class:`ISPStrategy`), its probes and validation charged
+
+Every method runs until the same total budget is spent, by the same accounting: a round costs
+its clients' reported costs plus D(n), and ends before a round it cannot afford were its
+clients as costly as the costliest seen.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_integer, fail
+from ..selectors.base import Selector
+from ..selectors.progress import ProgressThompson
+
+__all__ = ["PHASES", "BudgetSchedule", "ISPStrategy", "NoiseScaleRule", "guess_n",
+           "isp_choice", "phase_counts"]  # fmt: skip
+
+#: The budget's phases of ``grow`` and ``decay``: n changes at each quarter spent.
+PHASES = 4
+
+
+def guess_n(K: int) -> int:
+    """The n a practitioner guesses: 10 % of K, at least 1."""
+    return max(1, round(0.1 * K))
+
+
+def phase_counts(K: int, N: int, kind: str) -> list[int]:
+    """The n of each budget phase: ``grow`` g/4, g/2, g, 2g (g = :func:`guess_n`), each
+    rounded and kept in 1..N; ``decay`` the same reversed."""
+    g = guess_n(K)
+    counts = [min(N, max(1, round(g * 2.0 ** (j - 2)))) for j in range(PHASES)]
+    if kind == "grow":
+        return counts
+    if kind == "decay":
+        return counts[::-1]
+    raise fail("kind", "phase_counts", "'grow' or 'decay'", kind)
+
+
+class BudgetSchedule(Selector):
+    """n by the share of the total budget spent: phase j = ⌊4 · spent / total⌋ asks
+    ``counts[j]`` (told the budget left before every round, as the strategy tells a rule that
+    weighs costs).
+
+    Parameters
+    ----------
+    counts : sequence of int
+        The n of each of the :data:`PHASES` phases.
+    """
+
+    uses_statistics = False
+    keeps_memory = True
+    uses_costs = True
+
+    def __init__(self, counts: Iterable[int]) -> None:
+        super().__init__()
+        self.phase_n = [check_integer(c, "counts", "BudgetSchedule", ge=1) for c in counts]
+        if len(self.phase_n) != PHASES:
+            raise fail("counts", "BudgetSchedule", f"{PHASES} counts", self.phase_n)
+        self.total: float | None = None
+        self.left: float | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        """``{'counts': counts}``."""
+        return {"counts": list(self.phase_n)}
+
+    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
+        """Keep the budget left (the first told is the total)."""
+        if budget_left is not None:
+            self.left = float(budget_left)
+            self.total = self.left if self.total is None else self.total
+
+    def phase(self) -> int:
+        """The phase of the budget spent so far (0 before any is told)."""
+        if not self.total:
+            return 0
+        return min(PHASES - 1, int(PHASES * (1.0 - self.left / self.total)))
+
+    def _select(self, t: int) -> np.ndarray:
+        arm = min(self.phase_n[self.phase()], self._shape[1]) - 1
+        return np.full(self._shape[0], arm, dtype=np.int64)
+
+
+class NoiseScaleRule(ProgressThompson):
+    r"""eegrad's default rule with its objective replaced by the gradient noise scale: after
+    the same warm-up, each round asks the n nearest (on a log scale) to
+    :math:`n^* = v_1 / s_1`, where :math:`v_1` is the fitted variance of one client's update
+    and :math:`s_1` the fitted squared norm of its mean (McCandlish et al.'s
+    :math:`B_\text{noise} = \operatorname{tr}\Sigma / \lVert G\rVert^2`, in clients); the
+    run's last round as the default's. An ablation: the same fitted signal, another use."""
+
+    def critical_n(self) -> np.ndarray:
+        """:math:`n^*` per realization (NaN before a fit)."""
+        noise, signal = self.predicted(), self.signal()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return noise[:, 0] / signal[:, 0]
+
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        N = self._shape[1]
+        target = self.critical_n()
+        n = np.arange(1, N + 1, dtype=np.float64)[None, :]
+        value = -np.abs(np.log(n) - np.log(np.clip(target, 1.0, N))[:, None])
+        return np.where(np.isfinite(value), value, 0.0)
+
+
+def isp_choice(mean_losses: dict[int, float], reference: float, history: list[int],
+               momentum: float = 0.5) -> int | None:
+    """ISP's choice of n from its probe (its public code's ``find_optimal`` and
+    ``choose_optimal``): the smallest k whose mean validation loss over the random subsets of
+    k updates is below ``reference`` (the EMA of the past validation losses); smoothed as
+    ⌊(1 − momentum) · previous + momentum · k⌋ once there is a previous choice; None where no
+    k beats the reference (the caller keeps its n)."""
+    for k in sorted(mean_losses):
+        if reference - mean_losses[k] > 0:
+            if not history:
+                return k
+            return int((1 - momentum) * history[-1] + momentum * k)
+    return None
+
+
+def ema(values: list[float], span: int) -> float:
+    """The last value of the exponential moving average of span ``span`` (pandas'
+    ``ewm(span, adjust=False)``: weight 2/(span + 1) on each new value)."""
+    alpha = 2.0 / (span + 1.0)
+    out = values[0]
+    for v in values[1:]:
+        out = alpha * v + (1 - alpha) * out
+    return out
+
+
+class _Spent(Exception):
+    """The budget affords no more round."""
+
+
+class ISPStrategy:
+    """ISP on Flower's FedAvg, with the benchmark's total-budget accounting.
+
+    Built by :func:`make_isp` (it subclasses Flower's FedAvg lazily, so that importing this
+    module needs no Flower)."""
+
+
+def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
+             cost_scale: float, round_cost: str, validate: Any, validation_cost: float,
+             m0: int, seed: int, warmup: int = 12, every: int = 20, draws: int = 10,
+             momentum: float = 0.5, span: int = 5) -> Any:  # fmt: skip
+    """An ISP strategy (a Flower ``FedAvg`` subclass). ``validate(w_arrays) -> loss`` is the
+    server's validation loss of a model (its ArrayRecord); each call costs ``validation_cost``.
+    ISP's schedule (its public code's defaults): ``warmup`` rounds at ⌈2 m⌉ clients (m = ``m0``
+    first), then every ``every`` rounds a probe round at ⌈2 m⌉ whose updates are re-aggregated
+    over ``draws`` random subsets of each size k = 1..⌈2 m⌉ and scored on the validation
+    data (:func:`isp_choice`); between probes m clients. The validation loss of the global
+    model is taken before every round (ISP's trust loss)."""
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg, Result
+
+    class _ISP(FedAvg, ISPStrategy):
+        def __init__(self) -> None:
+            super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
+                             min_available_nodes=K)  # fmt: skip
+            self.m = m0
+            self.history: list[int] = []
+            self.losses: list[float] = []
+            self.cost = 0.0
+            self.costliest = 0.0  # the costliest client seen
+            self.rounds = 0
+            self.records: list[dict[str, Any]] = []
+            self.rng = np.random.default_rng([seed, 29])
+            self.latest: ArrayRecord | None = None
+            self.probe = False
+
+        def _n(self) -> int:
+            r = self.rounds  # 0-based, as ISP counts
+            self.probe = r < warmup or (r - warmup) % every == 0
+            return min(K, math.ceil(2 * self.m)) if self.probe else min(K, self.m)
+
+        def _affordable(self, n: int) -> int:
+            left = total_budget - self.cost - validation_cost  # the trust loss, every round
+            if self.costliest == 0.0:  # no cost known: one client, as the default's first round
+                n = 1
+            while n >= 1:
+                worst = n * self.costliest + float(aggregation(n))
+                if self.probe:
+                    worst += draws * n * validation_cost
+                if worst <= left:
+                    return n
+                n -= 1
+            raise _Spent
+
+        def configure_train(self, server_round: int, arrays: ArrayRecord, config: Any,
+                            grid: Any) -> Any:  # fmt: skip
+            self.latest = arrays
+            self.losses.append(validate(arrays))
+            n = self._affordable(self._n())
+            self.cost += validation_cost
+            self.fraction_train = n / len(list(grid.get_node_ids()))
+            self.min_train_nodes = n
+            self.n = n
+            self.saved = arrays
+            return super().configure_train(server_round, arrays, config, grid)
+
+        def aggregate_train(self, server_round: int, replies: Any) -> Any:
+            replies = [m for m in replies if not m.has_error()]
+            costs = [cost_scale * float(m.content["metrics"][cost_metric]) for m in replies]
+            self.costliest = max([self.costliest, *costs])
+            used = (max(costs, default=0.0) if round_cost == "slowest" else sum(costs)) + \
+                float(aggregation(self.n))  # fmt: skip
+            arrays, metrics = super().aggregate_train(server_round, replies)
+            if self.probe and self.rounds >= warmup and len(replies) > 1:
+                used += self._find(replies)
+            self.cost += used
+            self.rounds += 1
+            self.records.append({"server_round": server_round, "arm": self.n, "cost": self.cost})
+            if arrays is not None:
+                self.latest = arrays
+            return arrays, metrics
+
+        def _find(self, replies: list[Any]) -> float:
+            """Score subsets of the probe's updates; returns their validation cost."""
+            base = {k: np.asarray(v.numpy(), np.float64) for k, v in self.saved.items()}
+            deltas = [{k: np.asarray(m.content["arrays"][k].numpy(), np.float64) - base[k]
+                       for k in base} for m in replies]  # fmt: skip
+            reference = ema(self.losses[:-1] or self.losses, span)
+            means, spent = {}, 0.0
+            for k in range(1, len(deltas) + 1):
+                losses = []
+                for _ in range(draws):
+                    pick = self.rng.choice(len(deltas), size=k, replace=False)
+                    model = {key: base[key] + sum(deltas[i][key] for i in pick) / k
+                             for key in base}  # fmt: skip
+                    losses.append(validate(model))
+                    spent += validation_cost
+                means[k] = float(np.mean(losses))
+                if reference - means[k] > 0:
+                    break
+            choice = isp_choice(means, reference, self.history, momentum)
+            if choice is not None:
+                self.m = max(1, min(K, choice))
+                self.history.append(self.m)
+            return spent
+
+        def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3,
+                  timeout: float = 3600, train_config: Any = None,
+                  evaluate_config: Any = None, evaluate_fn: Any = None) -> Any:  # fmt: skip
+            try:
+                return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
+                                     evaluate_config, evaluate_fn)  # fmt: skip
+            except _Spent:
+                result = Result()
+                result.arrays = self.latest
+                return result
+
+        @property
+        def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
+            return self
+
+    return _ISP()
+
+
+def _seed_python(seed: int, salt: int) -> None:
+    """Flower's FedAvg samples nodes with Python's ``random``: seeded per run."""
+    random.seed(seed * 1_000_003 + salt)

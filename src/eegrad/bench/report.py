@@ -1,0 +1,305 @@
+"""The benchmark's report, from its rows alone: tables per metric and figures.
+
+Per setting and method, each seed's run gives: the final training loss and test accuracy (the
+model the run delivers, at the budget), the cost at which it first reached the setting's
+target accuracy (95 % of the best fixed n's mean final accuracy; infinite where never), and
+its simulated wall clock. The best fixed n is the one of least mean final training loss; the
+median fixed n the middle one when the fixed n are ranked so (a blind guess among them).
+Differences to the median fixed n are paired by seed (every method of a seed runs on the
+same clients and data), with 95 % intervals from Student's t over the seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TARGET_SHARE", "report", "summarise"]
+
+#: The target accuracy: this share of the best fixed n's mean final test accuracy.
+TARGET_SHARE = 0.95
+#: The methods shown beside the fixed n, in the tables' order.
+SHOWN = ("default", "guess", "grow", "decay", "isp", "noise-scale")
+
+
+def _t95(k: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, k - 1)) if k > 1 else math.inf
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Mean of a − b and the half-width of its 95 % interval."""
+    d = a - b
+    if d.size < 2:
+        return float(d.mean()), math.inf
+    return float(d.mean()), _t95(d.size) * float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per setting: its split, each method's per-seed finals, the best and median fixed n,
+    the target accuracy and each run's cost to reach it."""
+    runs: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        runs[(r["setting"], r["method"], int(r["seed"]))].append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for (setting, method, seed), rs in runs.items():
+        rs.sort(key=lambda r: (float(r["cost"]), int(r["round"])))
+        s = out.setdefault(setting, {"split": rs[0]["split"], "dataset": rs[0]["dataset"],
+                                     "runs": defaultdict(dict)})  # fmt: skip
+        s["runs"][method][seed] = rs
+    for s in out.values():
+        finals: dict[str, dict[str, np.ndarray]] = {}
+        seeds = sorted(set.intersection(*(set(v) for v in s["runs"].values())))
+        s["seeds"] = seeds
+        for method, by_seed in s["runs"].items():
+            last = [by_seed[k][-1] for k in seeds]
+            finals[method] = {"loss": np.array([float(r["train_loss"]) for r in last]),
+                              "accuracy": np.array([float(r["test_accuracy"]) for r in last]),
+                              "wall_clock": np.array([float(r["wall_clock"]) for r in last]),
+                              "cost": np.array([float(r["cost"]) for r in last])}  # fmt: skip
+        fixed = sorted((m for m in finals if m.startswith("fedavg-")),
+                       key=lambda m: finals[m]["loss"].mean())  # fmt: skip
+        s["finals"], s["fixed"] = finals, fixed
+        s["best"], s["median"] = (fixed[0], fixed[len(fixed) // 2]) if fixed else (None, None)
+        if s["best"] is not None:
+            s["target"] = TARGET_SHARE * float(finals[s["best"]]["accuracy"].mean())
+            for method, by_seed in s["runs"].items():
+                reach = []
+                for k in seeds:
+                    hit = [float(r["cost"]) for r in by_seed[k]
+                           if float(r["test_accuracy"]) >= s["target"]]  # fmt: skip
+                    reach.append(hit[0] if hit else math.inf)
+                finals[method]["to_target"] = np.array(reach)
+    return out
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "—" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _loss_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
+    head = ["setting", "best fixed n", "median fixed n", *SHOWN, "default − median (% of best, 95 %)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in summary.items():
+        if s["split"] != split or s["best"] is None:
+            continue
+        f, best, med = s["finals"], s["best"], s["median"]
+        b = f[best]["loss"].mean()
+        cells = [name, f"{best.removeprefix('fedavg-')}: {b:.4f}",
+                 f"{med.removeprefix('fedavg-')}: {f[med]['loss'].mean() / b:.3f}×"]
+        cells += [f"{f[m]['loss'].mean() / b:.3f}×" if m in f else "—" for m in SHOWN]
+        if "default" in f:
+            d, h = _paired(f["default"]["loss"], f[med]["loss"])
+            cells.append(f"{100 * d / b:+.1f} ± {100 * h / b:.1f}")
+        else:
+            cells.append("—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _accuracy_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
+    head = ["setting", "best fixed n", "median fixed n", *SHOWN, "default − median (points, 95 %)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in summary.items():
+        if s["split"] != split or s["best"] is None:
+            continue
+        f, best, med = s["finals"], s["best"], s["median"]
+        cells = [name, f"{best.removeprefix('fedavg-')}: {100 * f[best]['accuracy'].mean():.1f}",
+                 f"{med.removeprefix('fedavg-')}: {100 * f[med]['accuracy'].mean():.1f}"]
+        cells += [f"{100 * f[m]['accuracy'].mean():.1f}" if m in f else "—" for m in SHOWN]
+        if "default" in f:
+            d, h = _paired(f["default"]["accuracy"], f[med]["accuracy"])
+            cells.append(f"{100 * d:+.1f} ± {100 * h:.1f}")
+        else:
+            cells.append("—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _median_cost(x: np.ndarray) -> float:
+    return float(np.median(x)) if x.size else math.inf
+
+
+def _target_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
+    head = ["setting", "target accuracy", "best fixed n", *SHOWN]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in summary.items():
+        if s["split"] != split or s["best"] is None:
+            continue
+        f = s["finals"]
+        cells = [name, f"{100 * s['target']:.1f} %",
+                 _fmt(_median_cost(f[s["best"]]["to_target"]), 1)]
+        cells += [_fmt(_median_cost(f[m]["to_target"]), 1) if m in f else "—" for m in SHOWN]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _clock_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
+    head = ["setting", "best fixed n", "median fixed n", *SHOWN]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in summary.items():
+        if s["split"] != split or s["best"] is None:
+            continue
+        f = s["finals"]
+        cells = [name, f"{f[s['best']]['wall_clock'].mean():.0f}",
+                 f"{f[s['median']]['wall_clock'].mean():.0f}"]
+        cells += [f"{f[m]['wall_clock'].mean():.0f}" if m in f else "—" for m in SHOWN]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def overall(summary: dict[str, dict[str, Any]], split: str | None = None) -> dict[str, Any]:
+    """Over the settings (of one split, or all): each method's geometric mean of its final
+    loss over the best fixed n's, its mean accuracy difference to the best fixed n (points),
+    and the settings where it reaches the target at no more cost than the best fixed n."""
+    out: dict[str, Any] = {}
+    chosen = [s for s in summary.values() if s["best"] is not None and
+              (split is None or s["split"] == split)]  # fmt: skip
+    for m in (*SHOWN, "median"):
+        ratios, points, cheaper, n = [], [], 0, 0
+        for s in chosen:
+            f = s["finals"]
+            key = s["median"] if m == "median" else m
+            if key not in f:
+                continue
+            ratios.append(f[key]["loss"].mean() / f[s["best"]]["loss"].mean())
+            points.append(100 * (f[key]["accuracy"].mean() - f[s["best"]]["accuracy"].mean()))
+            cheaper += _median_cost(f[key]["to_target"]) <= _median_cost(f[s["best"]]["to_target"])
+            n += 1
+        if n:
+            out[m] = {"loss": float(np.exp(np.mean(np.log(ratios)))),
+                      "points": float(np.mean(points)), "cheaper": cheaper, "settings": n}  # fmt: skip
+    return out
+
+
+def _overall_table(summary: dict[str, dict[str, Any]]) -> list[str]:
+    head = ["method", "split", "final loss / best fixed n (geometric mean)",
+            "accuracy − best fixed n (points)", "settings at ≤ the best's cost to target"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for split in ("development", "held-out", None):
+        table = overall(summary, split)
+        for m, v in table.items():
+            name = "median fixed n" if m == "median" else m
+            lines.append(f"| {name} | {split or 'all'} | {v['loss']:.3f} | {v['points']:+.1f} | "
+                         f"{v['cheaper']} of {v['settings']} |")
+    return lines
+
+
+def _targets(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """The issue's targets, each said met or not, from the numbers above."""
+    lines = []
+    below, above = [], []
+    for name, s in summary.items():
+        f = s["finals"]
+        if "default" not in f or s["median"] is None:
+            continue
+        d, h = _paired(f["default"]["loss"], f[s["median"]]["loss"])
+        a, ha = _paired(f["default"]["accuracy"], f[s["median"]]["accuracy"])
+        (below if d - h <= 0 else above).append(name)
+        if a + ha < 0:
+            above.append(f"{name} (accuracy)")
+    lines.append(f"- The default at or below the median fixed n on loss and at or above it on "
+                 f"accuracy (95 % interval): {'met' if not above else 'not met in ' + ', '.join(above)}.")
+    allv = overall(summary)
+    if "default" in allv:
+        v = allv["default"]
+        lines.append(f"- Geometric mean ≤ 1.05× the best fixed n: {v['loss']:.3f} "
+                     f"({'met' if v['loss'] <= 1.05 else 'not met'}); accuracy within 1 point: "
+                     f"{v['points']:+.1f} ({'met' if v['points'] >= -1 else 'not met'}).")
+        rivals = [m for m in ("isp", "grow", "decay") if m in allv]
+        ahead = [m for m in rivals if allv[m]["loss"] >= v["loss"] and
+                 allv[m]["points"] <= v["points"]]  # fmt: skip
+        lines.append(f"- Ahead of {', '.join(rivals)} on both: ahead of "
+                     f"{', '.join(ahead) or 'none'}.")
+        lines.append(f"- Cost to the target at most the best fixed n's on at least half the "
+                     f"settings: {v['cheaper']} of {v['settings']} "
+                     f"({'met' if 2 * v['cheaper'] >= v['settings'] else 'not met'}).")
+    return lines
+
+
+def _figures(summary: dict[str, dict[str, Any]], arms: list[dict[str, Any]], out: Path) -> list[str]:
+    """Loss and accuracy against cost, and n over the rounds, one column per setting."""
+    from matplotlib.figure import Figure
+
+    from ..plots import save_figure
+    from ..studies.figures import PALETTE
+
+    names = [n for n, s in summary.items() if s["best"] is not None]
+    if not names:
+        return []
+    fig = Figure(figsize=(3.4 * len(names), 9.0))
+    axes = fig.subplots(3, len(names), squeeze=False)
+    by_run: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+    for a in arms:
+        by_run[(a["setting"], a["method"], int(a["seed"]))].append((int(a["round"]), int(a["n"])))
+    for j, name in enumerate(names):
+        s = summary[name]
+        methods = [s["best"], s["median"], *(m for m in SHOWN if m in s["runs"])]
+        labels = {s["best"]: f"best fixed ({s['best'].removeprefix('fedavg-')})",
+                  s["median"]: f"median fixed ({s['median'].removeprefix('fedavg-')})"}
+        for i, m in enumerate(dict.fromkeys(methods)):
+            runs = [s["runs"][m][k] for k in s["seeds"]]
+            top = max(float(r[-1]["cost"]) for r in runs)
+            grid = np.linspace(0, top, 40)
+            for row, key in ((0, "train_loss"), (1, "test_accuracy")):
+                ys = [np.interp(grid, [float(r["cost"]) for r in rs],
+                                [float(r[key]) for r in rs]) for rs in runs]  # fmt: skip
+                axes[row, j].plot(grid, np.mean(ys, axis=0), color=PALETTE[i % len(PALETTE)],
+                                  lw=1.3, label=labels.get(m, m))  # fmt: skip
+        for i, m in enumerate(("default", "isp", "noise-scale")):
+            pts = by_run.get((name, m, s["seeds"][0])) if s["seeds"] else None
+            if pts:
+                r, n = zip(*sorted(pts), strict=True)
+                axes[2, j].step(r, n, where="mid", lw=1.2, color=PALETTE[(i + 2) % len(PALETTE)],
+                                label=m)  # fmt: skip
+        axes[0, j].set_title(name, fontsize=9)
+        axes[0, j].set_ylabel("training loss")
+        axes[1, j].set_ylabel("test accuracy")
+        axes[1, j].set_xlabel("cost spent")
+        axes[2, j].set_xlabel("server round")
+        axes[2, j].set_ylabel(f"n (seed {s['seeds'][0] if s['seeds'] else '—'})")
+        for ax in axes[:, j]:
+            ax.grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=6)
+    axes[2, 0].legend(fontsize=6)
+    fig.tight_layout()
+    save_figure(fig, out / "bench")
+    return ["![Loss, accuracy and n against cost](bench.png)"]
+
+
+def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
+           command: str, tuning: dict[str, Any]) -> Path:  # fmt: skip
+    """Write ``out/report.md`` (and ``bench.png``); returns its path."""
+    from ..results import atomic_write_bytes
+
+    summary = summarise(rows)
+    seeds = sorted({int(r["seed"]) for r in rows})
+    text = ["# Field bench: eegrad's default against tuned fixed n, cohort schedules and ISP", "",
+            (f"Generated by `{command}` ({len(seeds)} seeds per setting, every method at the "
+             "same total budget; the model each run delivers). Fixed n: Flower's FedAvg, the "
+             "clients' learning rate tuned per n on the tuning seeds; the other methods use "
+             "the rate tuned for the guess (10 % of K). Ratios are to the best fixed n in "
+             "hindsight; intervals are 95 %, paired by seed."), ""]
+    text += ["## Targets", "", *_targets(summary), ""]
+    text += ["## Over the settings", "", *_overall_table(summary), ""]
+    for split in ("development", "held-out"):
+        text += [f"## {split.capitalize()} settings", "",
+                 "Final training loss (best fixed n: its loss; the others: over it):", "",
+                 *_loss_table(summary, split), "",
+                 "Test accuracy at the budget (%):", "", *_accuracy_table(summary, split), "",
+                 (f"Cost to reach {100 * TARGET_SHARE:.0f} % of the best fixed n's accuracy "
+                  "(median over seeds; — never):"), "", *_target_table(summary, split), "",
+                 "Simulated wall clock at the budget (s):", "", *_clock_table(summary, split), ""]
+    text += ["## Tuned learning rates", "", "| setting | n: learning rate |", "|---|---|"]
+    for name, lrs in tuning.items():
+        text.append(f"| {name} | " + ", ".join(f"{n}: {lr:g}" for n, lr in sorted(
+            lrs.items(), key=lambda kv: int(kv[0]))) + " |")  # fmt: skip
+    text += ["", "## Figures", "", *_figures(summary, arms, out), ""]
+    path = out / "report.md"
+    atomic_write_bytes(path, "\n".join(text).encode())
+    return path

