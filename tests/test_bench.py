@@ -32,9 +32,11 @@ from eegrad.bench.settings import SETTINGS, SPLITS, check_settings
 def test_each_data_set_loads_offline_with_a_held_out_test_set(name, features, classes):
     pytest.importorskip(bench_data.DATASETS[name][0])
     d = bench_data.load(name)
-    assert d.X.shape[1] == d.X_test.shape[1] == features and d.classes == classes
+    assert d.X.shape[1] == d.X_test.shape[1] == features
+    assert d.classes == classes
     assert set(np.unique(d.y)) == set(range(classes))
-    assert np.all(np.isfinite(d.X)) and d.X_test.shape[0] >= d.X.shape[0] // 5 - 1
+    assert np.all(np.isfinite(d.X))
+    assert d.X_test.shape[0] >= d.X.shape[0] // 5 - 1
     assert (d.groups is not None) == (name == "insteval")
 
 
@@ -45,7 +47,8 @@ def test_mnist1d_is_the_published_generator_and_leaves_numpys_global_stream_as_i
     before = np.random.get_state()[1].copy()  # noqa: NPY002
     d = bench_data.load("mnist1d")
     assert np.array_equal(np.random.get_state()[1], before)  # noqa: NPY002
-    assert d.X.shape == (4000, 40) and d.X_test.shape == (1000, 40)  # the published split
+    assert d.X.shape == (4000, 40)
+    assert d.X_test.shape == (1000, 40)
     assert np.bincount(np.concatenate([d.y, d.y_test])).tolist() == [500] * 10
 
 
@@ -54,7 +57,8 @@ def test_a_dirichlet_partition_gives_every_row_to_one_client_and_its_alpha_skews
     for alpha, K in (("0.1", 20), ("1.0", 50)):
         parts = bench_data.partition(d, K, f"dirichlet-{alpha}", seed=3)
         rows = np.concatenate(parts)
-        assert len(parts) == K and all(p.size for p in parts)
+        assert len(parts) == K
+        assert all(p.size for p in parts)
         # a client left empty gets 5 random rows; otherwise each row once
         assert np.unique(rows).size == d.y.size
     skew = {a: np.mean([np.bincount(d.y[p], minlength=10).max() / p.size
@@ -87,7 +91,8 @@ def test_an_unknown_data_set_lists_the_known_and_a_missing_package_names_its_ext
 def test_settings_are_split_in_two_halves_and_unknown_names_refused():
     assert {s.split for s in SETTINGS.values()} == set(SPLITS)
     assert sum(s.split == "held-out" for s in SETTINGS.values()) * 2 == len(SETTINGS)
-    assert max(s.K for s in SETTINGS.values()) >= 200 and min(s.K for s in SETTINGS.values()) == 20
+    assert max(s.K for s in SETTINGS.values()) >= 200
+    assert min(s.K for s in SETTINGS.values()) == 20
     with pytest.raises(ValueError, match="names of known settings: digits-mlp-20"):
         check_settings(["nope"])
     with pytest.raises(ValueError, match="'method' parameter of eegrad bench.*default, guess"):
@@ -169,7 +174,8 @@ def test_isp_scores_random_subsets_on_a_closed_form_toy():
     isp.losses = [1.5, 1.5, 9.9]  # the EMA of all but the last: 1.5
     spent = isp._find([_Reply(u) for u in updates])
     assert isp.m == 3  # 4/1, 4/2 = 2 not below 1.5; 4/3 < 1.5
-    assert len(calls) == 3 * 10 and spent == pytest.approx(0.5 * 30)  # 10 draws of k = 1, 2, 3
+    assert len(calls) == 3 * 10
+    assert spent == pytest.approx(0.5 * 30)
 
 
 # -- the harness ---------------------------------------------------------------------------------
@@ -179,7 +185,8 @@ def test_every_method_spends_the_same_budget_within_one_round():
     for method in ("default", "fedavg-1", "fedavg-20", "grow", "isp", "noise-scale"):
         rows, _ = runner.run_one("digits-softmax-20-fixed", method, 0, 0.3, quick=True)
         spent[method] = rows[-1]["cost"]
-        assert tuple(rows[0]) == runner.COLUMNS and rows[0]["split"] == "held-out"
+        assert tuple(rows[0]) == runner.COLUMNS
+        assert rows[0]["split"] == "held-out"
         assert all(np.diff([r["wall_clock"] for r in rows]) >= 0)
     largest_round = 20 * max(c.size for c in fed.clients) * 2 * 0.01 + fed.aggregation(20)
     for method, cost in spent.items():  # the most a client could cost over the costliest seen
@@ -198,15 +205,17 @@ def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
     methods = {r["method"] for r in rows}
     assert {"default", "guess", "grow", "decay", "isp", "noise-scale"} <= methods
     assert {f"fedavg-{n}" for n in runner.fixed_counts(20, quick=True)} <= methods
-    assert {r["seed"] for r in rows} == {"0", "1"} and {r["split"] for r in rows} == {"held-out"}
+    assert {r["seed"] for r in rows} == {"0", "1"}
+    assert {r["split"] for r in rows} == {"held-out"}
     text = report.read_text()
     for heading in ("## Targets", "Final training loss", "Test accuracy", "Cost to reach",
                     "wall clock", "Tuned learning rates", "bench.png"):  # fmt: skip
         assert heading in text
-    assert (out / "bench.png").exists() and json.loads((out / "tuning.json").read_text())
+    assert (out / "bench.png").exists()
+    assert json.loads((out / "tuning.json").read_text())
 
     # a rerun takes every saved run; a run whose description was changed is run again
-    saved = sorted((out / "runs").rglob("default-*seed1.run"))[0]
+    saved = min((out / "runs").rglob("default-*seed1.run"))
     meta = json.loads(saved.read_text())
     saved.write_text(json.dumps({**meta, "revision": -1}))
     ran = []

@@ -84,7 +84,8 @@ def test_evaluations_are_written_beside_the_records_at_the_cost_so_far(tmp_path)
     assert tuple(rows[0]) == EVALUATION_COLUMNS
     # the initial model (round 0, cost 0) and every round after it; scalars only
     assert [int(r["server_round"]) for r in rows] == list(range(len(s.records) + 1))
-    assert {r["metric"] for r in rows} == {"loss"} and {r["source"] for r in rows} == {"server"}
+    assert {r["metric"] for r in rows} == {"loss"}
+    assert {r["source"] for r in rows} == {"server"}
     cost = {rec["server_round"]: rec["cost"] for rec in s.records} | {0: 0.0}
     assert all(float(r["cost"]) == pytest.approx(cost[int(r["server_round"])]) for r in rows)
 
@@ -98,13 +99,15 @@ def test_a_run_stopped_by_ctrl_c_says_what_it_keeps_and_resumes(tmp_path, caplog
         if report.server_round == 3:
             raise KeyboardInterrupt
 
-    kw = dict(csv_path=tmp_path / "run.csv", checkpoint=tmp_path / "run.npz")
+    kw = {"csv_path": tmp_path / "run.csv", "checkpoint": tmp_path / "run.npz"}
     s = choose_clients(FedAvg(fraction_evaluate=0.0), budget=60, on_round=interrupt, **kw)
     with caplog.at_level(logging.ERROR, logger="flwr"), pytest.raises(KeyboardInterrupt):
         tb._run(s, tb._quickstart_app(), rounds=100)
     said = caplog.text
     assert "stopped after server round 3: interrupted (KeyboardInterrupt)" in said
-    assert "run.csv" in said and "run.npz" in said and "to resume" in said
+    assert "run.csv" in said
+    assert "run.npz" in said
+    assert "to resume" in said
     with open(tmp_path / "run.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 3
     resumed = choose_clients(FedAvg(fraction_evaluate=0.0), budget=60, **kw)
@@ -117,7 +120,7 @@ def test_a_run_stopped_by_ctrl_c_says_what_it_keeps_and_resumes(tmp_path, caplog
 def test_a_failed_round_says_nothing_was_kept_without_csv_or_checkpoint(caplog):
     app = tb._quickstart_app(cost=lambda pid: {"c": float("nan")})
     s = choose_clients(FedAvg(fraction_evaluate=0.0), budget=60, unit="c")
-    with caplog.at_level(logging.ERROR, logger="flwr"), pytest.raises(ValueError):
+    with caplog.at_level(logging.ERROR, logger="flwr"), pytest.raises(ValueError, match="cost"):
         tb._run(s, app, rounds=100)
     assert "stopped after server round 0: ClientUpdateError" in caplog.text
     assert "nothing was kept (give csv_path= and checkpoint=" in caplog.text
@@ -132,7 +135,8 @@ def test_eegrad_plot_of_a_runs_records_draws_n_and_the_evaluations(tmp_path, cap
     s.start(grid=tb.LocalGrid(tb._quickstart_app(), tb.K, seed=2), initial_arrays=tb._model(),
             num_rounds=100, evaluate_fn=_evaluate)  # fmt: skip
     assert main(["plot", str(path)]) == 0
-    assert (tmp_path / "run.png").stat().st_size > 10_000 and (tmp_path / "run.pdf").exists()
+    assert (tmp_path / "run.png").stat().st_size > 10_000
+    assert (tmp_path / "run.pdf").exists()
     assert "wrote" in capsys.readouterr().out
     # without evaluations: the cost over the rounds instead
     (tmp_path / "run-evaluation.csv").unlink()
@@ -147,7 +151,8 @@ def test_eegrad_plot_of_a_table_that_is_no_runs_records_names_the_column(tmp_pat
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     assert main(["plot", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err
-    assert "no column 'server_round'" in err and "give --x and --y" in err
+    assert "no column 'server_round'" in err
+    assert "give --x and --y" in err
     assert main(["plot", str(tmp_path / "x.csv"), "--x", "a"]) == 2
     assert "--x and --y are given together" in capsys.readouterr().err
 
