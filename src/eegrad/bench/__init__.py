@@ -1,8 +1,8 @@
 """The field bench: eegrad's default against tuned fixed n, cohort schedules and ISP, on
 several offline data sets (``eegrad bench``).
 
-:func:`main` tunes the fixed n's client learning rate on the tuning seeds, runs every method
-of every setting (:mod:`eegrad.bench.settings`) on the reported seeds, and writes
+:func:`main` tunes every method's client learning rate (each fixed n's among them) on the
+tuning seeds, runs every method of every setting (:mod:`eegrad.bench.settings`) on the reported seeds, and writes
 ``DIR/bench.csv`` (:data:`~eegrad.bench.runner.COLUMNS`: one row per evaluation),
 ``DIR/arms.csv`` (n of every round), ``DIR/tuning.json`` and ``DIR/report.md`` with its figure.
 Finished runs are kept under ``DIR/runs/``: a rerun takes each again where what made it is
@@ -40,42 +40,37 @@ def _execute(todo: list[tuple], jobs: int, store: Path, quiet: bool) -> list[tup
 
 
 def plan(settings: list[str], seeds: list[int], quick: bool,
-         tuned: dict[str, dict[int, float]] | None = None) -> list[tuple]:  # fmt: skip
-    """The runs: with ``tuned`` None, the tuning runs (every fixed n at every learning rate on
-    the tuning seeds); else the reported runs (the fixed n at their tuned rate, the other
-    methods at the guess's)."""
-    from .methods import guess_n
-
+         tuned: dict[str, dict[str, float]] | None = None) -> list[tuple]:  # fmt: skip
+    """The runs: with ``tuned`` None, the tuning runs (every method, each fixed n among them,
+    at every learning rate of the grid on the tuning seeds); else the reported runs, each
+    method at its tuned rate."""
     todo = []
     for name in settings:
         s = SETTINGS[name]
-        counts = fixed_counts(s.K, quick)
+        methods = [*(f"fedavg-{n}" for n in fixed_counts(s.K, quick)), *METHODS]
         if tuned is None:
-            for n in counts:
+            for m in methods:
                 for lr in LR_GRID[s.model]:
                     for seed in TUNING_SEEDS[:1] if quick else TUNING_SEEDS:
-                        todo.append((name, f"fedavg-{n}", seed, lr, quick))
+                        todo.append((name, m, seed, lr, quick))
             continue
         for seed in seeds:
-            for n in counts:
-                todo.append((name, f"fedavg-{n}", seed, tuned[name][n], quick))
-            for m in METHODS:
-                todo.append((name, m, seed, tuned[name][guess_n(s.K)], quick))
+            for m in methods:
+                todo.append((name, m, seed, tuned[name][m], quick))
     return todo
 
 
-def _tune(results: list[tuple], todo: list[tuple]) -> dict[str, dict[int, float]]:
-    """Per setting and n, the learning rate of least mean final training loss."""
+def _tune(results: list[tuple], todo: list[tuple]) -> dict[str, dict[str, float]]:
+    """Per setting and method, the learning rate of least mean final training loss."""
     losses: dict[tuple, list[float]] = {}
     for (name, method, _seed, lr, _quick), (rows, _arms) in zip(todo, results, strict=True):
-        losses.setdefault((name, int(method.removeprefix("fedavg-")), lr), []).append(
-            float(rows[-1]["train_loss"]))
-    best: dict[str, dict[int, tuple[float, float]]] = {}
-    for (name, n, lr), ls in losses.items():
+        losses.setdefault((name, method, lr), []).append(float(rows[-1]["train_loss"]))
+    best: dict[str, dict[str, tuple[float, float]]] = {}
+    for (name, method, lr), ls in losses.items():
         mean = sum(ls) / len(ls)
-        if n not in best.setdefault(name, {}) or mean < best[name][n][1]:
-            best[name][n] = (lr, mean)
-    return {name: {n: lr for n, (lr, _) in by_n.items()} for name, by_n in best.items()}
+        if method not in best.setdefault(name, {}) or mean < best[name][method][1]:
+            best[name][method] = (lr, mean)
+    return {name: {m: lr for m, (lr, _) in by_m.items()} for name, by_m in best.items()}
 
 
 def main(out: str | Path, *, quick: bool = False, jobs: int = 1, seeds: int | None = None,

@@ -43,7 +43,7 @@ COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wa
            "train_loss", "test_accuracy")  # fmt: skip
 #: The methods besides ``fedavg-<n>``.
 METHODS = ("default", "guess", "grow", "decay", "isp", "noise-scale")
-#: The clients' learning rates tried for each fixed n (tuned on :data:`TUNING_SEEDS`).
+#: The clients' learning rates tried for each method (tuned on :data:`TUNING_SEEDS`).
 LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3)}
 #: The seeds the learning rates are tuned on (never reported).
 TUNING_SEEDS = (1000, 1001)
