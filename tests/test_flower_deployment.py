@@ -152,8 +152,9 @@ def test_a_supernode_killed_mid_run_does_not_stall_it(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
 def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
-    if app == "flower_torch_app":
+    if app != "flower_app":
         pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
     dep = _Deployment(tmp_path)
     try:
         dep.superlink_and_supernodes(NODES)
@@ -202,14 +203,15 @@ def _stop_local_superlink(home: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
+@pytest.mark.parametrize("app", ["flower_app", "flower_torch_app", "flower_quickstart_app"])
 def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
     """What a user types on a fresh machine after the README's install line: the simulation's
     size set once, then ``flwr run``, in a new Flower home (Flower starts its local SuperLink).
     The app installs no dependency of its own (eegrad is on no package index), runs with ten
     simulated SuperNodes and records every round."""
-    if app == "flower_torch_app":
+    if app != "flower_app":
         pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
     home = tmp_path / "flwr-home"
     home.mkdir()
     env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
@@ -222,13 +224,20 @@ def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
         assert size.returncode == 0, size.stdout[-2000:] + size.stderr[-2000:]
         run = subprocess.run(
             [str(BIN / "flwr"), "run", str(EXAMPLES / app), "--stream", "--run-config",
-             f'num-server-rounds=3 csv-path="{records}"'],
+             (f'budget=10 csv-path="{records}"' if app == "flower_quickstart_app" else
+              f'num-server-rounds=3 csv-path="{records}"')],
             check=False, env=env, capture_output=True, text=True, timeout=420,
         )  # fmt: skip
         out = run.stdout + run.stderr
         assert run.returncode == 0, out[-3000:]
         assert "Exit Code" not in out, out[-3000:]  # Flower reports a failed run, exits 0
         rows = _rows(records)
+        if app == "flower_quickstart_app":  # Flower's quickstart with choose_clients: the
+            # budget, not the rounds, ends the run, and the log says so
+            assert "EE-Grad: the run ended early" in out, out[-3000:]
+            assert float(rows[-1]["cost"]) <= 10 < float(rows[-1]["cost"]) + 2  # spent
+            assert int(rows[-1]["arm"]) > 1, out[-3000:]  # the last round's most clients
+            return
         assert [int(r["server_round"]) for r in rows] == [1, 2, 3], out[-3000:]
         assert all(int(r["nodes_connected"]) == 10 for r in rows)
         assert all(1 <= int(r["arm"]) <= 10 for r in rows)

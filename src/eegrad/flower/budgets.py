@@ -277,9 +277,10 @@ class TotalBudget:
 
     def summary(self) -> None:
         """Log the budget (Strategy API's summary)."""
+        each = (f"{self.cost_scale:g} a reply" if self.cost_metric is None else
+                f"{self.cost_metric!r} × {self.cost_scale:g}")  # fmt: skip
         log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
-            "%r (× %g) plus D = %r", self.total, self.round_cost, self.cost_metric,
-            self.cost_scale, self.aggregation)  # fmt: skip
+            "(%s) plus D = %r", self.total, self.round_cost, each, self.aggregation)  # fmt: skip
 
 
 def make_budget(budget: float | None, total_budget: float | None, c_min: float | None,

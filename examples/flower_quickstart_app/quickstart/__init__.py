@@ -1,0 +1,1 @@
+"""quickstart: A Flower / PyTorch app, with eegrad choosing how many clients a round asks."""
