@@ -96,7 +96,7 @@ def test_settings_are_split_in_two_halves_and_unknown_names_refused():
     with pytest.raises(ValueError, match="names of known settings: digits-mlp-20"):
         check_settings(["nope"])
     with pytest.raises(ValueError, match="'method' parameter of eegrad bench.*default, guess"):
-        runner.check_method("fedavg-5", 20)
+        runner.check_method("fedavg-5", "digits-mlp-20")
 
 
 # -- the baselines' schedules, by hand ----------------------------------------------------------
@@ -238,3 +238,42 @@ def test_eegrad_bench_refuses_an_unknown_setting_naming_the_known(capsys, tmp_pa
 
     assert main(["bench", "--settings", "nope", "--out", str(tmp_path)]) == 2
     assert "names of known settings" in capsys.readouterr().err
+
+
+def test_under_b_a_round_grow_and_decay_change_n_at_each_quarter_of_the_rounds():
+    rule = BudgetSchedule([1, 2, 4, 8])
+    rule.init(1, 10, 1)
+    asked = []
+    for left in range(8, 0, -1):  # 8 rounds: the rounds left, this one included
+        rule.tell_rounds_left(left)
+        asked.append(int(rule.ask(1)[0]) + 1)
+        rule.withdraw()
+    assert asked == [1, 1, 2, 2, 4, 4, 8, 8]
+
+
+def test_a_per_round_setting_sends_shares_and_runs_no_isp():
+    assert "isp" not in runner.methods_of("digits-softmax-20-round")
+    assert "isp" in runner.methods_of("digits-mlp-20")
+    with pytest.raises(ValueError, match="'method' parameter of eegrad bench"):
+        runner.check_method("isp", "digits-softmax-20-round")
+    fed = runner.federation("digits-softmax-20-round", seed=0)
+    rows, arms = runner.run_one("digits-softmax-20-round", "fedavg-20", 0, 0.3)
+    # equal rounds are equal cost: B every round
+    assert len(arms) == fed.rounds
+    assert rows[-1]["cost"] == pytest.approx(fed.budget * fed.rounds)
+
+
+def test_the_1d_cnn_learns_mnist1d_on_a_client_and_holds_the_flat_interface():
+    pytest.importorskip("torch")
+    pytest.importorskip("mnist1d")
+    from eegrad.bench.models import local_train, make_model
+
+    d = bench_data.load("mnist1d")
+    model = make_model("cnn1d", 40, 10)
+    w0 = model.initial(0)
+    assert w0.shape == (model.dim,)
+    assert np.array_equal(w0, model.initial(0))
+    X, y = d.X[:512], d.y[:512]
+    w1, _ = local_train(model, w0, X, y, epochs=5, lr=0.3, rng=np.random.default_rng(0))
+    assert model.loss(w1, X, y) < model.loss(w0, X, y)
+    assert 0.0 <= model.accuracy(w1, X, y) <= 1.0

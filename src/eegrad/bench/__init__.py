@@ -22,8 +22,8 @@ from .runner import (
     LR_GRID,
     METHODS,
     TUNING_SEEDS,
-    fixed_counts,
     job,
+    methods_of,
 )
 from .settings import SETTINGS, check_settings
 
@@ -47,7 +47,7 @@ def plan(settings: list[str], seeds: list[int], quick: bool,
     todo = []
     for name in settings:
         s = SETTINGS[name]
-        methods = [*(f"fedavg-{n}" for n in fixed_counts(s.K, quick)), *METHODS]
+        methods = methods_of(name, quick)
         if tuned is None:
             for m in methods:
                 for lr in LR_GRID[s.model]:

@@ -57,9 +57,9 @@ def phase_counts(K: int, N: int, kind: str) -> list[int]:
 
 
 class BudgetSchedule(Selector):
-    """n by the share of the total budget spent: phase j = ⌊4 · spent / total⌋ asks
-    ``counts[j]`` (told the budget left before every round, as the strategy tells a rule that
-    weighs costs).
+    """n by the share of the budget spent: phase j = ⌊4 · spent / total⌋ asks ``counts[j]``;
+    told before every round the budget left (a total budget, as the strategy tells a rule
+    that weighs costs) or the rounds left (B a round: the share of the rounds run).
 
     Parameters
     ----------
@@ -70,6 +70,7 @@ class BudgetSchedule(Selector):
     uses_statistics = False
     keeps_memory = True
     uses_costs = True
+    uses_rounds_left = True
 
     def __init__(self, counts: Iterable[int]) -> None:
         super().__init__()
@@ -88,6 +89,11 @@ class BudgetSchedule(Selector):
         if budget_left is not None:
             self.left = float(budget_left)
             self.total = self.left if self.total is None else self.total
+
+    def tell_rounds_left(self, rounds: int) -> None:
+        """Keep the rounds left, this one included (the first told is the total): the round
+        r of R has spent (r − 1)/R."""
+        self.tell_costs(None, budget_left=float(rounds))
 
     def phase(self) -> int:
         """The phase of the budget spent so far (0 before any is told)."""

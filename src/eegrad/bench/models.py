@@ -2,6 +2,7 @@ r"""The benchmark's models, in NumPy, on one flat parameter vector w.
 
 ``softmax``  multinomial logistic regression, :math:`p(y=c|x) \propto \exp(x^\top W_c + b_c)`
 ``mlp``      one hidden layer of 64 ReLU units, then softmax
+``cnn1d``    a small 1-D CNN in PyTorch, for MNIST-1D (:class:`CNN1d`)
 
 Both minimise the mean cross-entropy plus :math:`(\lambda/2)\lVert w\rVert^2`, λ = 1e-4. A
 client trains as Flower's quickstarts do (:func:`local_train`): E epochs over its own rows in
@@ -11,10 +12,11 @@ shuffled mini-batches of 32, plain SGD at the learning rate its round's config g
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "Model", "local_train"]
+__all__ = ["MODELS", "CNN1d", "Model", "local_train", "make_model"]
 
 REG = 1e-4
 HIDDEN = 64
@@ -105,13 +107,15 @@ class Model:
 
 
 #: The model kinds.
-MODELS = ("softmax", "mlp")
+MODELS = ("softmax", "mlp", "cnn1d")
 
 
 def local_train(model: Model, w: np.ndarray, X: np.ndarray, y: np.ndarray, *, epochs: int,
                 lr: float, rng: np.random.Generator) -> tuple[np.ndarray, float]:  # fmt: skip
     """E epochs of mini-batch SGD over (X, y) from w; returns the new w and the mean loss of
     the batches of the last epoch."""
+    if hasattr(model, "train_local"):
+        return model.train_local(w, X, y, epochs=epochs, lr=lr, rng=rng)
     w = w.copy()
     losses = []
     for _ in range(epochs):
@@ -123,3 +127,97 @@ def local_train(model: Model, w: np.ndarray, X: np.ndarray, y: np.ndarray, *, ep
             w -= lr * g
             losses.append(loss)
     return w, float(np.mean(losses))
+
+
+class CNN1d:
+    """A small 1-D CNN in PyTorch for signals of ``features`` points (MNIST-1D): two
+    convolutions of 16 channels (kernel 5, ReLU, the second of stride 2), global average
+    pooling, a linear layer to ``classes``. It holds the flat parameter vector's interface of
+    :class:`Model` (``dim``, ``initial``, ``loss``, ``accuracy``), and trains on its own
+    (:meth:`train_local`), one thread, so that a run's numbers do not depend on the cores."""
+
+    kind = "cnn1d"
+
+    def __init__(self, features: int, classes: int) -> None:
+        self.features, self.classes = features, classes
+        self._net = self._build()
+        self.dim = int(sum(p.numel() for p in self._net.parameters()))
+
+    def _build(self) -> Any:
+        import torch
+        from torch import nn
+
+        torch.set_num_threads(1)
+        return nn.Sequential(nn.Conv1d(1, 16, 5, padding=2), nn.ReLU(),
+                             nn.Conv1d(16, 16, 5, stride=2, padding=2), nn.ReLU(),
+                             nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+                             nn.Linear(16, self.classes))  # fmt: skip
+
+    def _load(self, w: np.ndarray) -> Any:
+        import torch
+        from torch.nn.utils import vector_to_parameters
+
+        vector_to_parameters(torch.as_tensor(w, dtype=torch.float32), self._net.parameters())
+        return self._net
+
+    def _vector(self) -> np.ndarray:
+        from torch.nn.utils import parameters_to_vector
+
+        return parameters_to_vector(self._net.parameters()).detach().numpy().astype(np.float64)
+
+    def initial(self, seed: int) -> np.ndarray:
+        """PyTorch's default initialisation, seeded."""
+        import torch
+
+        torch.manual_seed(seed)
+        self._net = self._build()
+        return self._vector()
+
+    def _logits(self, w: np.ndarray, X: np.ndarray) -> Any:
+        import torch
+
+        net = self._load(w)
+        with torch.no_grad():
+            return net(torch.as_tensor(X[:, None, :], dtype=torch.float32))
+
+    def loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """Mean cross-entropy plus the ℓ2 term."""
+        import torch
+        import torch.nn.functional as F
+
+        ce = F.cross_entropy(self._logits(w, X), torch.as_tensor(y)).item()
+        return float(ce + 0.5 * REG * w @ w)
+
+    def accuracy(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """The share of rows classified right."""
+        return float(np.mean(self._logits(w, X).argmax(dim=1).numpy() == y))
+
+    def train_local(self, w: np.ndarray, X: np.ndarray, y: np.ndarray, *, epochs: int,
+                    lr: float, rng: np.random.Generator) -> tuple[np.ndarray, float]:  # fmt: skip
+        """As :func:`local_train`: E epochs of mini-batch SGD (weight decay λ)."""
+        import torch
+        import torch.nn.functional as F
+
+        net = self._load(w)
+        opt = torch.optim.SGD(net.parameters(), lr=lr, weight_decay=REG)
+        Xt = torch.as_tensor(X[:, None, :], dtype=torch.float32)
+        yt = torch.as_tensor(y)
+        losses = []
+        for _ in range(epochs):
+            order = rng.permutation(y.size)
+            losses = []
+            for i in range(0, y.size, BATCH):
+                batch = torch.as_tensor(order[i:i + BATCH])
+                opt.zero_grad()
+                loss = F.cross_entropy(net(Xt[batch]), yt[batch])
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return self._vector(), float(np.mean(losses))
+
+
+def make_model(kind: str, features: int, classes: int) -> Model | CNN1d:
+    """The model of ``kind`` (one of :data:`MODELS`)."""
+    if kind == "cnn1d":
+        return CNN1d(features, classes)
+    return Model(kind, features, classes)

@@ -32,11 +32,12 @@ from .methods import (
     make_isp,
     phase_counts,
 )
-from .models import Model, local_train
+from .models import CNN1d, Model, local_train, make_model
 from .settings import PER_SAMPLE, SETTINGS, BenchSetting
 
 __all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Federation",
-           "check_method", "describe", "federation", "fixed_counts", "run_one", "saved_run"]  # fmt: skip
+           "check_method", "describe", "federation", "fixed_counts", "methods_of", "run_one",
+           "saved_run"]  # fmt: skip
 
 #: Columns of ``bench.csv``: one row per evaluation.
 COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wall_clock",
@@ -44,7 +45,7 @@ COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wa
 #: The methods besides ``fedavg-<n>``.
 METHODS = ("default", "guess", "grow", "decay", "isp", "noise-scale")
 #: The clients' learning rates tried for each method (tuned on :data:`TUNING_SEEDS`).
-LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3)}
+LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3), "cnn1d": (0.03, 0.1, 0.3)}
 #: The seeds the learning rates are tuned on (never reported).
 TUNING_SEEDS = (1000, 1001)
 #: Evaluations along the budget.
@@ -67,8 +68,9 @@ class Federation:
     seed: int
     data: Dataset
     clients: list[np.ndarray]
-    model: Model
+    model: Model | CNN1d
     speed: np.ndarray
+    #: The run's total budget; with a per-round budget (``mode="round"``), B.
     budget: float
     aggregation: LinearAggregation
     seconds: dict[int, list[float]] = field(default_factory=dict)
@@ -77,11 +79,16 @@ class Federation:
     def K(self) -> int:
         return self.setting.K
 
-    def client_seconds(self, pid: int) -> float:
-        return float(self.clients[pid].size * self.setting.epochs / self.speed[pid])
+    @property
+    def rounds(self) -> int:
+        """The rounds of a per-round budget's run (equal rounds, equal cost)."""
+        return self.setting.rounds_at_guess
 
     def cost_options(self) -> dict[str, Any]:
-        """How a client's cost is read: its seconds (the slowest's) or its samples."""
+        """How a client's cost is read: its seconds (the slowest's) or its samples; with a
+        per-round budget, what it spent of its share (``cost``)."""
+        if self.setting.mode == "round":
+            return {"cost_metric": "cost"}
         if self.setting.wall_clock:
             return {"cost_metric": "seconds", "cost_scale": 1.0, "round_cost": "slowest"}
         return {"cost_metric": "num-examples", "cost_scale": PER_SAMPLE * self.setting.epochs,
@@ -123,8 +130,11 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     else:
         per_round = g * float(sizes.mean()) * s.epochs * PER_SAMPLE
     rounds = s.quick_rounds_at_guess if quick else s.rounds_at_guess
-    budget = rounds * (per_round + float(aggregation(g)))
-    model = Model(s.model, data.X.shape[1], data.classes)
+    round_budget = per_round + float(aggregation(g))
+    budget = rounds * round_budget  # with B a round: B, and the rounds run
+    if s.mode == "round":
+        budget = round_budget
+    model = make_model(s.model, data.X.shape[1], data.classes)
     return Federation(s, seed, data, clients, model, speed, budget, aggregation)
 
 
@@ -135,10 +145,18 @@ def fixed_counts(K: int, quick: bool = False) -> list[int]:
     return sorted(grid | {guess_n(K)})
 
 
-def check_method(method: str, K: int, quick: bool = False) -> str:
-    """``method`` if the benchmark knows it (one of :data:`METHODS` or ``fedavg-<n>`` for a
-    fixed n it runs), else an error listing the known ones."""
-    known = [*METHODS, *(f"fedavg-{n}" for n in fixed_counts(K, quick))]
+def methods_of(setting: str, quick: bool = False) -> list[str]:
+    """The methods a setting runs: each fixed n, then :data:`METHODS` (ISP, which learns n
+    from a total budget's probes, not under B a round)."""
+    s = SETTINGS[setting]
+    others = [m for m in METHODS if not (m == "isp" and s.mode == "round")]
+    return [*(f"fedavg-{n}" for n in fixed_counts(s.K, quick)), *others]
+
+
+def check_method(method: str, setting: str, quick: bool = False) -> str:
+    """``method`` if the setting runs it (:func:`methods_of`), else an error listing those
+    it runs."""
+    known = methods_of(setting, quick)
     if method not in known:
         raise fail("method", "eegrad bench", f"one of {', '.join(known)}", method)
     return method
@@ -159,11 +177,16 @@ def _client_app(fed: Federation) -> Any:
         idx = fed.clients[pid]
         w = msg.content["arrays"]["w"].numpy()
         rng = np.random.default_rng([fed.seed, pid, rnd])
+        per_sample = PER_SAMPLE * fed.setting.epochs
+        if "budget-share" in config:  # a per-round budget: the samples its share buys
+            take = int(min(idx.size, max(1, float(config["budget-share"]) // per_sample)))
+            idx = np.sort(rng.choice(idx, size=take, replace=False))
         w, loss = local_train(fed.model, w, X[idx], y[idx], epochs=fed.setting.epochs,
                               lr=float(config["lr"]), rng=rng)  # fmt: skip
-        seconds = fed.client_seconds(pid)
+        seconds = float(idx.size * fed.setting.epochs / fed.speed[pid])
         fed.seconds.setdefault(rnd, []).append(seconds)
-        metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds}
+        metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds,
+                   "cost": idx.size * per_sample}  # fmt: skip
         return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
                                    "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
 
@@ -193,19 +216,27 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
                         validate=validate, validation_cost=unit, m0=guess_n(fed.K),
                         seed=seed, **opts)  # fmt: skip
     selector: Any = None
-    if method.startswith("fedavg-"):
-        selector = FixedArm(int(method.removeprefix("fedavg-")))
-    elif method == "guess":
-        selector = FixedArm(guess_n(fed.K))
+    per_round = fed.setting.mode == "round"
+    if per_round:
+        budget = {"budget": fed.budget, "c_min": PER_SAMPLE * fed.setting.epochs}
+        N = EEGradStrategy(aggregation=fed.aggregation, **budget, **opts).max_arms
+    else:
+        budget, N = {"total_budget": fed.budget}, fed.K
+    N = min(N, fed.K)
+    if method.startswith("fedavg-") or method == "guess":
+        selector = FixedArm(min(N, int(method.removeprefix("fedavg-")) if method != "guess"
+                                else guess_n(fed.K)))  # fmt: skip
     elif method in ("grow", "decay"):
-        selector = BudgetSchedule(phase_counts(fed.K, fed.K, method))
+        selector = BudgetSchedule(phase_counts(fed.K, N, method))
     elif method == "noise-scale":
-        rule = default_rule(fed.K, np.ones(fed.K), per_cost=True)
+        spend = (EEGradStrategy(aggregation=fed.aggregation, **budget, **opts).spend(N)
+                 if per_round else np.ones(N))  # fmt: skip
+        rule = default_rule(fed.K, spend, per_cost=not per_round)
         selector = NoiseScaleRule(**rule.get_params())
-    return EEGradStrategy(total_budget=fed.budget, aggregation=fed.aggregation,
-                          selector=selector, strategy=FedAvg(fraction_evaluate=0.0),
+    return EEGradStrategy(aggregation=fed.aggregation, selector=selector,
+                          strategy=FedAvg(fraction_evaluate=0.0),
                           rng=np.random.SeedSequence([seed, 31]), min_available_nodes=fed.K,
-                          **opts)  # fmt: skip
+                          **budget, **opts)  # fmt: skip
 
 
 def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
@@ -219,7 +250,7 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
 
     logging.getLogger("flwr").setLevel(logging.ERROR)
     fed = federation(setting, seed, quick)
-    check_method(method, fed.K, quick)
+    check_method(method, setting, quick)
     _seed_python(seed, hash(method) % 1000 if method == "isp" else 1)
     strategy = _strategy(fed, method, seed)
     s = fed.setting
@@ -233,17 +264,22 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
                 "seed": seed, "round": rnd, "cost": cost, "wall_clock": fed.wall_clock(rnd),
                 "train_loss": loss, "test_accuracy": acc}  # fmt: skip
 
+    per_round = s.mode == "round"
+    if per_round:
+        step = fed.budget * fed.rounds / EVALUATIONS
+        mark["next"] = step
+
     def evaluate(server_round: int, arrays: Any) -> None:
         cost = strategy.state.cost
-        if server_round == 0 or cost >= mark["next"]:
+        if server_round == 0 or cost >= mark["next"] - 1e-9:
             rows.append(row(server_round, arrays["w"].numpy(), cost))
             mark["last"] = server_round
-            while mark["next"] <= cost:
+            while mark["next"] <= cost + 1e-9:
                 mark["next"] += step
 
     w0 = ArrayRecord({"w": Array(fed.model.initial(seed))})
     result = strategy.start(grid=LocalGrid(_client_app(fed), fed.K), initial_arrays=w0,
-                            num_rounds=100_000, train_config=ConfigRecord({"lr": float(lr)}),
+                            num_rounds=fed.rounds if per_round else 100_000, train_config=ConfigRecord({"lr": float(lr)}),
                             evaluate_fn=evaluate)  # fmt: skip
     records = strategy.records
     last = records[-1]["server_round"] if records else 0

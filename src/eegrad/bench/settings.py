@@ -1,12 +1,14 @@
 """The benchmark's federations, split into a development half and a held-out half.
 
-Every setting runs the total-budget mode: clients train as Flower's quickstarts do (E epochs
+Most settings run the total-budget mode: clients train as Flower's quickstarts do (E epochs
 over their own data in mini-batches of 32, the learning rate the round's config gives), a
 client's round costs its samples × :data:`PER_SAMPLE` (``num-examples``) — or, on the wall
 clock, its seconds (samples × E / its speed, a fifth of the clients 6× slower: stragglers),
 the round lasting as long as its slowest client — and a round of n costs D(n) = D0 + 0.05
 (n − 1) more. The run's budget is ``rounds_at_guess`` rounds of the guessed n (10 % of K) at
-the clients' mean cost, so that every setting runs about as long.
+the clients' mean cost, so that every setting runs about as long. Two run the paper's model
+instead (``mode="round"``): B a round (that of the guessed n at the mean cost), each of the n
+clients asked sent (B − D(n))/n and training on the samples its share buys, for as many rounds.
 
 The rule may be tuned on the ``development`` half only; the ``held-out`` half is run once the
 rule is frozen and reported as it comes (:data:`SPLITS`).
@@ -41,12 +43,17 @@ class BenchSetting:
     wall_clock: bool = False
     rounds_at_guess: int = 60
     quick_rounds_at_guess: int = 15
+    #: ``"total"``: a budget for the run; ``"round"``: B a round, shared by its clients (the
+    #: paper's model: each is sent (B − D(n))/n and trains on the samples it buys), for
+    #: ``rounds_at_guess`` rounds.
+    mode: str = "total"
 
     @property
     def summary(self) -> str:
         cost = "wall clock, stragglers" if self.wall_clock else f"samples, D(1) = {self.D0:g}"
+        mode = "B a round" if self.mode == "round" else "a total budget"
         return (f"{self.dataset}, {self.model}, K = {self.K}, {self.partition}, "
-                f"E = {self.epochs}, {cost}")
+                f"E = {self.epochs}, {cost}, {mode}")
 
 
 SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
@@ -57,6 +64,8 @@ SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
                  "dirichlet-0.1"),
     BenchSetting("digits-softmax-50-clock", "development", "digits", "softmax", 50,
                  "dirichlet-1.0", wall_clock=True),
+    BenchSetting("digits-softmax-20-round", "development", "digits", "softmax", 20,
+                 "dirichlet-0.1", mode="round"),
     # held out: run once the rule is frozen
     BenchSetting("mnist1d-mlp-20-clock", "held-out", "mnist1d", "mlp", 20, "dirichlet-0.1",
                  wall_clock=True),
@@ -65,6 +74,8 @@ SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
                  epochs=1),
     BenchSetting("digits-softmax-20-fixed", "held-out", "digits", "softmax", 20,
                  "dirichlet-0.1", D0=4.0),
+    BenchSetting("mnist1d-cnn-50-round", "held-out", "mnist1d", "cnn1d", 50, "dirichlet-1.0",
+                 mode="round"),
 )}  # fmt: skip
 
 #: The settings ``--quick`` runs: one of each half.
