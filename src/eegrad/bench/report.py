@@ -82,43 +82,47 @@ def _fmt(x: float, digits: int = 3) -> str:
     return "—" if not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _loss_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
-    head = ["setting", "best fixed n", "median fixed n", *SHOWN, "default − median (% of best, 95 %)"]
+def _table(summary: dict[str, dict[str, Any]], split: str, head: list[str],
+           cells: Any) -> list[str]:  # fmt: skip
+    """A Markdown table: ``head``, then ``cells(name, s)`` for each setting of ``split``."""
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, s in summary.items():
-        if s["split"] != split or s["best"] is None:
-            continue
+        if s["split"] == split and s["best"] is not None:
+            lines.append("| " + " | ".join([name, *cells(s)]) + " |")
+    return lines
+
+
+def _vs_median(f: dict[str, Any], med: str, key: str, scale: float, unit: str) -> str:
+    """The default's paired difference to the median fixed n, ± its 95 % half-width."""
+    if "default" not in f:
+        return "—"
+    d, h = _paired(f["default"][key], f[med][key])
+    return f"{scale * d:+.1f} ± {scale * h:.1f}{unit}"
+
+
+def _loss_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
+    def cells(s: dict[str, Any]) -> list[str]:
         f, best, med = s["finals"], s["best"], s["median"]
         b = f[best]["loss"].mean()
-        cells = [name, f"{best.removeprefix('fedavg-')}: {b:.4f}",
-                 f"{med.removeprefix('fedavg-')}: {f[med]['loss'].mean() / b:.3f}×"]
-        cells += [f"{f[m]['loss'].mean() / b:.3f}×" if m in f else "—" for m in SHOWN]
-        if "default" in f:
-            d, h = _paired(f["default"]["loss"], f[med]["loss"])
-            cells.append(f"{100 * d / b:+.1f} ± {100 * h / b:.1f}")
-        else:
-            cells.append("—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        return [f"{best.removeprefix('fedavg-')}: {b:.4f}",
+                f"{med.removeprefix('fedavg-')}: {f[med]['loss'].mean() / b:.3f}×",
+                *(f"{f[m]['loss'].mean() / b:.3f}×" if m in f else "—" for m in SHOWN),
+                _vs_median(f, med, "loss", 100 / b, "")]  # fmt: skip
+
+    return _table(summary, split, ["setting", "best fixed n", "median fixed n", *SHOWN,
+                                   "default − median (% of best, 95 %)"], cells)  # fmt: skip
 
 
 def _accuracy_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
-    head = ["setting", "best fixed n", "median fixed n", *SHOWN, "default − median (points, 95 %)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, s in summary.items():
-        if s["split"] != split or s["best"] is None:
-            continue
+    def cells(s: dict[str, Any]) -> list[str]:
         f, best, med = s["finals"], s["best"], s["median"]
-        cells = [name, f"{best.removeprefix('fedavg-')}: {100 * f[best]['accuracy'].mean():.1f}",
-                 f"{med.removeprefix('fedavg-')}: {100 * f[med]['accuracy'].mean():.1f}"]
-        cells += [f"{100 * f[m]['accuracy'].mean():.1f}" if m in f else "—" for m in SHOWN]
-        if "default" in f:
-            d, h = _paired(f["default"]["accuracy"], f[med]["accuracy"])
-            cells.append(f"{100 * d:+.1f} ± {100 * h:.1f}")
-        else:
-            cells.append("—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        return [f"{best.removeprefix('fedavg-')}: {100 * f[best]['accuracy'].mean():.1f}",
+                f"{med.removeprefix('fedavg-')}: {100 * f[med]['accuracy'].mean():.1f}",
+                *(f"{100 * f[m]['accuracy'].mean():.1f}" if m in f else "—" for m in SHOWN),
+                _vs_median(f, med, "accuracy", 100, "")]  # fmt: skip
+
+    return _table(summary, split, ["setting", "best fixed n", "median fixed n", *SHOWN,
+                                   "default − median (points, 95 %)"], cells)  # fmt: skip
 
 
 def _median_cost(x: np.ndarray) -> float:
@@ -126,31 +130,22 @@ def _median_cost(x: np.ndarray) -> float:
 
 
 def _target_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
-    head = ["setting", "target accuracy", "best fixed n", *SHOWN]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, s in summary.items():
-        if s["split"] != split or s["best"] is None:
-            continue
+    def cells(s: dict[str, Any]) -> list[str]:
         f = s["finals"]
-        cells = [name, f"{100 * s['target']:.1f} %",
-                 _fmt(_median_cost(f[s["best"]]["to_target"]), 1)]
-        cells += [_fmt(_median_cost(f[m]["to_target"]), 1) if m in f else "—" for m in SHOWN]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        return [f"{100 * s['target']:.1f} %", _fmt(_median_cost(f[s["best"]]["to_target"]), 1),
+                *(_fmt(_median_cost(f[m]["to_target"]), 1) if m in f else "—" for m in SHOWN)]
+
+    return _table(summary, split, ["setting", "target accuracy", "best fixed n", *SHOWN], cells)
 
 
 def _clock_table(summary: dict[str, dict[str, Any]], split: str) -> list[str]:
-    head = ["setting", "best fixed n", "median fixed n", *SHOWN]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, s in summary.items():
-        if s["split"] != split or s["best"] is None:
-            continue
+    def cells(s: dict[str, Any]) -> list[str]:
         f = s["finals"]
-        cells = [name, f"{f[s['best']]['wall_clock'].mean():.0f}",
-                 f"{f[s['median']]['wall_clock'].mean():.0f}"]
-        cells += [f"{f[m]['wall_clock'].mean():.0f}" if m in f else "—" for m in SHOWN]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        return [f"{f[s['best']]['wall_clock'].mean():.0f}",
+                f"{f[s['median']]['wall_clock'].mean():.0f}",
+                *(f"{f[m]['wall_clock'].mean():.0f}" if m in f else "—" for m in SHOWN)]
+
+    return _table(summary, split, ["setting", "best fixed n", "median fixed n", *SHOWN], cells)
 
 
 def overall(summary: dict[str, dict[str, Any]], split: str | None = None) -> dict[str, Any]:
