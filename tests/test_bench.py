@@ -277,3 +277,17 @@ def test_the_1d_cnn_learns_mnist1d_on_a_client_and_holds_the_flat_interface():
     w1, _ = local_train(model, w0, X, y, epochs=5, lr=0.3, rng=np.random.default_rng(0))
     assert model.loss(w1, X, y) < model.loss(w0, X, y)
     assert 0.0 <= model.accuracy(w1, X, y) <= 1.0
+
+
+def test_a_run_depends_only_on_its_seed_and_configuration_not_on_the_process():
+    """Two processes of different hash seeds give ISP the same run (its FedAvg samples nodes
+    with Python's random, seeded from the run alone)."""
+    import subprocess
+
+    code = ("from eegrad.bench.runner import run_one; rows, arms = run_one("
+            "'digits-softmax-20-fixed', 'isp', 3, 1.0, quick=True); "
+            "print([a['n'] for a in arms], rows[-1]['train_loss'])")  # fmt: skip
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(h)},
+                           check=True).stdout for h in (1, 2)}  # fmt: skip
+    assert len(outs) == 1, outs
