@@ -220,13 +220,15 @@ def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
     try:
         size = subprocess.run([str(BIN / "flwr"), "federation", "simulation-config",
                                "@none/default", "local", "--num-supernodes", "10"],
-                              check=False, env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+                              check=False, env=env, capture_output=True, text=True, timeout=180,
+                              cwd=tmp_path)  # fmt: skip
         assert size.returncode == 0, size.stdout[-2000:] + size.stderr[-2000:]
         run = subprocess.run(
             [str(BIN / "flwr"), "run", str(EXAMPLES / app), "--stream", "--run-config",
              (f'budget=10 csv-path="{records}"' if app == "flower_quickstart_app" else
               f'num-server-rounds=3 csv-path="{records}"')],
             check=False, env=env, capture_output=True, text=True, timeout=420,
+            cwd=tmp_path,  # the local SuperLink's, where the app saves (the quickstart's model)
         )  # fmt: skip
         out = run.stdout + run.stderr
         assert run.returncode == 0, out[-3000:]
