@@ -457,7 +457,7 @@ def test_exploration_steps_are_damped_to_the_best_arms_noise(monkeypatch):
         replay.tell_parts(np.array(parts), np.array(weights))
         v = replay.selector.predicted()[0]
         rho = min(1.0, float(np.sqrt(v.min() / v[n - 1])))
-        assert strategy.state.metrics[r]["step-scale"] == pytest.approx(rho, rel=1e-12)
+        assert strategy.state.metrics[r]["step_scale"] == pytest.approx(rho, rel=1e-12)
         if v[n - 1] == v.min():
             assert rho == 1.0
         w = w - rho * replay.result()
@@ -473,7 +473,7 @@ def test_by_default_every_round_steps_by_the_server_lr(monkeypatch):
     told = _told_updates(monkeypatch)
     strategy = _strategy(server_lr=0.5)
     res = _start(strategy, LocalGrid(_app(), K, seed=2), 8)
-    assert all(m["step-scale"] == 1.0 for m in strategy.state.metrics.values())
+    assert all(m["step_scale"] == 1.0 for m in strategy.state.metrics.values())
     w = np.zeros(D)
     for _, parts, weights in told:
         p = np.array(weights) / np.sum(weights)
@@ -623,7 +623,7 @@ def test_the_default_rule_and_damping_follow_the_privacy_mode():
 
 def test_a_progress_rule_damps_by_its_own_step_scale(monkeypatch):
     # With damp_exploration=True, ProgressThompson's step_scale (the scale of most expected
-    # decrease, after the round is told) is each round's step-scale.
+    # decrease, after the round is told) is each round's step_scale.
     scales = []
     original = ProgressThompson.step_scale
 
@@ -635,14 +635,14 @@ def test_a_progress_rule_damps_by_its_own_step_scale(monkeypatch):
     monkeypatch.setattr(ProgressThompson, "step_scale", record)
     strategy = _strategy(damp_exploration=True)
     _start(strategy, LocalGrid(_app(), K, seed=2), 12)
-    assert [m["step-scale"] for m in strategy.state.metrics.values()] == scales
+    assert [m["step_scale"] for m in strategy.state.metrics.values()] == scales
     assert all(0.0 <= r <= 1.0 for r in scales)
 
 
 def test_fixed_arm_is_never_damped():
     strategy = _strategy(selector=FixedArm(3))
     _start(strategy, LocalGrid(_app(), K, seed=2), 4)
-    assert [m["step-scale"] for m in strategy.state.metrics.values()] == [1.0] * 4
+    assert [m["step_scale"] for m in strategy.state.metrics.values()] == [1.0] * 4
 
 
 def test_damp_exploration_must_be_a_bool():

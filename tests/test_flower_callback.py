@@ -185,3 +185,22 @@ def test_the_guides_tensorboard_example_runs(monkeypatch):
     tb._run(s, tb._quickstart_app(), rounds=100)
     assert {t for t, _, _ in scalars} == {"eegrad/n", "eegrad/cost", "train/loss"}
     assert len(scalars) == 3 * len(s.records)
+
+
+def test_the_metric_record_names_eegrads_numbers_as_the_records_do():
+    """One set of names: each round's MetricRecord holds the record's numeric fields under the
+    record's names (and the clients' own metrics), in every mode."""
+    from flwr.serverapp.strategy import FedAdam
+
+    for strategy in (choose_clients(FedAvg(fraction_evaluate=0.0), budget=30),
+                     choose_clients(FedAdam(eta=0.1, fraction_evaluate=0.0), budget=30)):
+        res = tb._run(strategy, tb._quickstart_app(), rounds=100)
+        for rec in strategy.records:
+            m = res.train_metrics_clientapp[rec["server_round"]]
+            for key in ("arm", "clients_asked", "clients_replied", "budget_used", "cost",
+                        "budget_left", "nodes_connected"):  # fmt: skip
+                assert m[key] == pytest.approx(rec[key]), key
+            assert m["step"] == rec["step"]
+            assert "train_loss" in m
+            assert m["clients_failed"] == 0
+            assert "clients-replied" not in m

@@ -251,7 +251,7 @@ def test_a_dead_node_is_recorded_once_by_its_own_id():
     for r in strategy.records:
         assert r["failed_nodes"] == str(dead)
         assert r["clients_replied"] == tf.K - 1
-    assert all(m["clients-failed"] == 1 for m in res.train_metrics_clientapp.values())
+    assert all(m["clients_failed"] == 1 for m in res.train_metrics_clientapp.values())
 
 
 # -- 6. a resumed run whose last round is lost -------------------------------------------------

@@ -191,7 +191,7 @@ def test_a_linear_inner_strategy_takes_the_private_release():
                          num_rounds=6)  # fmt: skip
     np.testing.assert_allclose(res.arrays["w"].numpy(), ref.arrays["w"].numpy(), rtol=1e-12)
     assert [r["arm"] for r in ours.records] == [r["arm"] for r in built_in.records]
-    assert min(m["step-scale"] for m in res.train_metrics_clientapp.values()) < 1.0  # damped
+    assert min(m["step_scale"] for m in res.train_metrics_clientapp.values()) < 1.0  # damped
     # no client metric passes a private release unnoised
     assert "seconds" not in res.train_metrics_clientapp[6]
 

@@ -87,15 +87,31 @@ from .round_report import RoundReport, check_callback
 from .schedules import make_schedule
 from .state import RunState, Streams
 
-__all__ = ["DEFAULT_NOISE_ORDER", "EVALUATION_COLUMNS", "RECORD_COLUMNS", "STOPS", "BudgetSpent", "ClientUpdateError",
-           "EEGradStrategy",
-           "default_rule"]  # fmt: skip
+__all__ = ["DEFAULT_NOISE_ORDER", "EVALUATION_COLUMNS", "RECORD_COLUMNS", "STOPS", "BudgetSpent",
+           "ClientUpdateError", "EEGradStrategy", "default_rule", "record_metrics"]  # fmt: skip
 
 
-#: Columns of the per-round records (and of ``csv_path``).
+#: Columns of the per-round records (and of ``csv_path``); a round's ``MetricRecord`` holds
+#: their numbers under the same names (:func:`record_metrics`).
 RECORD_COLUMNS = ("server_round", "step", "arm", "clients_asked", "clients_replied",
                   "failed_nodes", "budget", "budget_used", "cost",
                   "nodes_connected")  # fmt: skip
+
+def record_metrics(row: dict[str, Any]) -> dict[str, int | float]:
+    """A round's record as the numbers of its ``MetricRecord``, under the same names: every
+    numeric field but ``server_round`` (the result's key) — ``step`` only in a round that
+    stepped, ``budget`` only with B a round; ``failed_nodes`` (node ids) becomes the
+    MetricRecord's ``clients_failed``, a count, beside ``step_scale`` (ρ)."""
+    out: dict[str, int | float] = {}
+    for key, value in row.items():
+        if key == "server_round" or isinstance(value, bool):
+            continue
+        if isinstance(value, int | np.integer):
+            out[key] = int(value)
+        elif isinstance(value, float | np.floating):
+            out[key] = float(value)
+    return out
+
 
 #: Columns of the evaluations' table (``<stem>-evaluation.csv`` beside ``csv_path``): one line
 #: per metric of an evaluation after ``server_round`` (0: the initial model), at the run's
@@ -248,7 +264,7 @@ class EEGradStrategy(Strategy):
         is told) and :math:`\hat v^*` the least over the arms, so that a round that explores a
         noisy arm costs a shorter step; ρ = 1 for a rule that fits no variances (e.g.
         :class:`~eegrad.FixedArm`, FedAvg). Each round's ρ is in its ``MetricRecord``
-        (``step-scale``). None (default): damped with ``privacy`` (the release adds known noise
+        (``step_scale``). None (default): damped with ``privacy`` (the release adds known noise
         that dominates the rounds of few clients), undamped otherwise, as FedAvg steps: on the
         scorecard of federations (``eegrad example flower-scorecard``) damping cost the
         default 1–9 % of final loss in every setting without privacy (the federated guide).
@@ -732,10 +748,9 @@ class EEGradStrategy(Strategy):
                 write_table(self.csv_path, state.records, self.columns)
             else:
                 append_row(self.csv_path, row, self.columns)
-        metrics = {**(inner_metrics or {}),  # the clients' (or the inner strategy's), then eegrad's
-                   "arm": n, "clients-replied": replied, "clients-failed": len(failed),
-                   "budget-used": used, "cost": state.cost, "step": step,
-                   "step-scale": scale}  # fmt: skip
+        # the clients' (or the inner strategy's) metrics, then eegrad's, named as the record's
+        metrics = {**(inner_metrics or {}), **record_metrics(row), "clients_failed": len(failed),
+                   "step_scale": scale}  # fmt: skip
         state.metrics[server_round] = metrics
         state.server_round = server_round
         if self.checkpoint is not None:
