@@ -126,7 +126,7 @@ def plot_run(records: str | Path, evaluations: str | Path | None = None,
     where nothing was evaluated. Writes ``<stem>.png`` and ``.pdf`` beside the records (or
     ``out``); returns the PNG's path."""
     from .config import ConfigError
-    from .results import read_table
+    from .results import evaluations_beside, read_table
 
     path = Path(records)
     if not path.is_file():
@@ -140,8 +140,7 @@ def plot_run(records: str | Path, evaluations: str | Path | None = None,
     rounds = np.array([float(r["server_round"]) for r in rows])
     arms = np.array([float(r["arm"]) for r in rows])
     cost = np.array([float(r["cost"]) for r in rows])
-    evaluations = (path.with_name(f"{path.stem}-evaluation.csv") if evaluations is None
-                   else Path(evaluations))  # fmt: skip
+    evaluations = evaluations_beside(path) if evaluations is None else Path(evaluations)
     evaluated = read_table(evaluations) if evaluations.is_file() else []
 
     fig = Figure(figsize=(10.0, 4.0))

@@ -22,9 +22,16 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["append_row", "atomic_write", "atomic_write_bytes", "environment", "format_value", "read_table",
-           "write_json",
-           "write_table"]  # fmt: skip
+__all__ = ["append_row", "atomic_write", "atomic_write_bytes", "environment", "evaluations_beside",
+           "format_value", "read_table", "write_json", "write_table"]  # fmt: skip
+
+
+def evaluations_beside(records: str | Path) -> Path:
+    """Where a federated run's evaluations are kept beside its records table:
+    ``<stem>-evaluation.csv`` (written by :class:`~eegrad.flower.EEGradStrategy`, read by
+    ``eegrad plot``)."""
+    records = Path(records)
+    return records.with_name(f"{records.stem}-evaluation.csv")
 
 
 @functools.cache

@@ -69,12 +69,13 @@ from .._validation import (
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..loop import GradientEstimator
-from ..results import append_row, read_table, write_table
+from ..results import append_row, evaluations_beside, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, check_metric_key
+from .evaluations import EVALUATION_COLUMNS, EvaluationTable
 from .inner import (
     inner_kind,
 )
@@ -112,12 +113,6 @@ def record_metrics(row: dict[str, Any]) -> dict[str, int | float]:
             out[key] = float(value)
     return out
 
-
-#: Columns of the evaluations' table (``<stem>-evaluation.csv`` beside ``csv_path``): one line
-#: per metric of an evaluation after ``server_round`` (0: the initial model), at the run's
-#: ``cost`` so far; ``source`` is ``server`` (Flower's ``evaluate_fn``) or ``clients``
-#: (federated evaluation).
-EVALUATION_COLUMNS = ("server_round", "cost", "source", "metric", "value")
 
 #: The default every-round rule's noise model (its ``noise_order``).
 DEFAULT_NOISE_ORDER = 2
@@ -280,7 +275,8 @@ class EEGradStrategy(Strategy):
     csv_path : str or Path, optional
         Where to write the per-round records after every round; evaluations (Flower's
         ``evaluate_fn`` on the server, and federated evaluation) go beside it, one line per
-        metric, in ``<stem>-evaluation.csv`` (:data:`EVALUATION_COLUMNS`, :attr:`evaluation_path`).
+        metric, in ``<stem>-evaluation.csv`` (:mod:`eegrad.flower.evaluations`,
+        :attr:`evaluation_path`).
         ``eegrad plot`` draws both.
     on_round : callable, optional
         Called after every training round with a :class:`~eegrad.flower.RoundReport` (the
@@ -481,11 +477,10 @@ class EEGradStrategy(Strategy):
         self._timeout: float | None = None  # Flower's round timeout, in seconds (start)
         self._latest: ArrayRecord | None = None  # the model the next round starts from
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
-        self._evaluations_started = False  # the evaluation table's header written this run
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
         self.stopped: str | None = None
-        #: The run's evaluations, one dict a metric (:data:`EVALUATION_COLUMNS`).
-        self.evaluations: list[dict[str, Any]] = []
+        #: The run's evaluations, a table beside the records (:mod:`eegrad.flower.evaluations`).
+        self._evaluations = EvaluationTable(self.evaluation_path)
 
     # -- the run's state, read -----------------------------------------------------------------
     @property
@@ -514,25 +509,12 @@ class EEGradStrategy(Strategy):
     @property
     def evaluation_path(self) -> Path | None:
         """Where the evaluations are written: ``<stem>-evaluation.csv`` beside ``csv_path``."""
-        if self.csv_path is None:
-            return None
-        return self.csv_path.with_name(f"{self.csv_path.stem}-evaluation.csv")
+        return None if self.csv_path is None else evaluations_beside(self.csv_path)
 
-    def _record_evaluation(self, server_round: int, source: str, metrics: Any) -> None:
-        """Keep (and write) an evaluation's metrics at the run's cost so far."""
-        rows = [{"server_round": server_round, "cost": self.state.cost, "source": source,
-                 "metric": str(k), "value": float(v)} for k, v in dict(metrics).items()
-                if isinstance(v, int | float | np.number) and not isinstance(v, bool)]  # fmt: skip
-        self.evaluations.extend(rows)
-        path = self.evaluation_path
-        if path is None or not rows:
-            return
-        if not self._evaluations_started:  # the header, and the rounds a resume keeps
-            write_table(path, self.evaluations, EVALUATION_COLUMNS)
-            self._evaluations_started = True
-        else:
-            for row in rows:
-                append_row(path, row, EVALUATION_COLUMNS)
+    @property
+    def evaluations(self) -> list[dict[str, Any]]:
+        """The run's evaluations, one dict a metric (:data:`EVALUATION_COLUMNS`)."""
+        return self._evaluations.rows
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
@@ -784,24 +766,8 @@ class EEGradStrategy(Strategy):
         self.aggregator.load_state(self.state.inner)
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
             write_table(self.csv_path, self.state.records, self.columns)
-            self._keep_evaluations_until(self.state.server_round)
+            self._evaluations.keep_until(self.state.server_round)
         return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in saved.model.items()})
-
-    def _keep_evaluations_until(self, server_round: int) -> None:
-        """On resume: the evaluation table's lines of the rounds the checkpoint holds."""
-        path = self.evaluation_path
-        if not path.exists():
-            return
-        try:
-            rows = read_table(path)
-            self.evaluations = [
-                {**r, "server_round": int(r["server_round"]), "cost": float(r["cost"]),
-                 "value": float(r["value"])}
-                for r in rows if int(r["server_round"]) <= server_round]  # fmt: skip
-        except (KeyError, ValueError):  # not a table this strategy wrote: begun again
-            self.evaluations = []
-        write_table(path, self.evaluations, EVALUATION_COLUMNS)
-        self._evaluations_started = True
 
     def _step_scale(self, n: int) -> float:
         """ρ of ``damp_exploration`` for a round of arm n: the rule's
@@ -881,7 +847,7 @@ class EEGradStrategy(Strategy):
                 out = evaluate_fn(rnd + offset, arr)
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
-                    self._record_evaluation(rnd + offset, "server", out)
+                    self._evaluations.add(rnd + offset, self.state.cost, "server", out)
                 return out
 
             try:
@@ -948,5 +914,5 @@ class EEGradStrategy(Strategy):
         out = self.aggregator.aggregate_evaluate(server_round, replies)
         if out is not None:
             self._evaluated[server_round] = out
-            self._record_evaluation(server_round, "clients", out)
+            self._evaluations.add(server_round, self.state.cost, "clients", out)
         return out

@@ -917,14 +917,13 @@ class ProgressThompson(SpreadThompson):
     def estimates(self) -> dict[str, np.ndarray]:
         r"""Besides ``variance`` (:meth:`SpreadThompson.estimates`): ``signal``, the fitted
         :math:`\lVert E\bar u_n\rVert^2` of arm n's round mean, and ``objective``, what the rule
-        maximises (the expected decrease of the loss, or with a total budget its rate per unit
-        of cost; NaN until fitted)."""
+        maximises at the fit (:meth:`_objective`; with a total budget its rate per unit of
+        cost, NaN until the contraction is fitted)."""
         out = super().estimates()
         if out:
-            noise = out["variance"][None, :]
+            noise = self.predicted()
             budget = self._budget_value(noise)
-            objective = budget if budget is not None else self.progress(
-                self.signal(), noise, self.curvature() * self.curvature_weight())
+            objective = self._objective(noise) if budget is None else budget
             out.update(signal=self.signal()[0], objective=objective[0])
         return out
 
