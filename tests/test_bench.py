@@ -291,3 +291,12 @@ def test_a_run_depends_only_on_its_seed_and_configuration_not_on_the_process():
                            env={**__import__("os").environ, "PYTHONHASHSEED": str(h)},
                            check=True).stdout for h in (1, 2)}  # fmt: skip
     assert len(outs) == 1, outs
+
+
+def test_a_quick_per_round_setting_runs_its_quick_rounds():
+    """Under B a round the rounds are the run's length: --quick's, not the full run's."""
+    s = SETTINGS["digits-softmax-20-round"]
+    assert runner.federation(s.name, seed=0, quick=True).rounds == s.quick_rounds_at_guess
+    assert runner.federation(s.name, seed=0).rounds == s.rounds_at_guess
+    _, arms = runner.run_one(s.name, "fedavg-2", 0, 0.3, quick=True)
+    assert len(arms) == s.quick_rounds_at_guess

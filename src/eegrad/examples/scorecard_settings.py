@@ -64,7 +64,14 @@ from .._validation import fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from .flower_dp import dp_fedavg, equal_weight
-from .flower_setting import _load, _method_id, _split, softmax_accuracy, softmax_loss_grad
+from .flower_setting import (
+    _load,
+    _method_id,
+    _split,
+    held_out,
+    softmax_accuracy,
+    softmax_loss_grad,
+)
 
 __all__ = ["SETTINGS", "Federation", "Setting", "check_settings", "federation"]
 
@@ -161,8 +168,7 @@ def _digits(seed: int, K: int) -> dict[str, Any]:
     """8×8 digits: a fifth held out for testing, the rest split among K clients (Dirichlet 0.3)."""
     X, y = _load("digits")
     rng = np.random.default_rng([seed, 7])
-    test = np.zeros(y.size, bool)
-    test[rng.choice(y.size, y.size // 5, replace=False)] = True
+    test = held_out(y.size, rng)
     clients = _split(y[~test], DIRICHLET, rng, K=K)
     return {"X": X[~test], "y": y[~test], "X_test": X[test], "y_test": y[test],
             "clients": clients}  # fmt: skip
