@@ -116,7 +116,7 @@ class TwoStatistics(ProgressThompson):
     """``two-statistics``: each round's weighted spread beside its pair sum in the noise's fit
     (two designs from one round, where the clients' samples differ)."""
 
-    uses_weighted_spread = True
+    reads = frozenset({"spread", "weighted_spread"})
 
 
 class TwoStatisticsWithoutTwo(TwoStatistics, WarmWithoutTwo):

@@ -573,12 +573,12 @@ def test_the_clients_reported_local_steps_reach_the_rule(monkeypatch):
         each = [np.ceil(DeviceCost(1.0, speed).samples(share) / 2) for speed in (2.0, 3.0, 4.0)]
         assert min(each) <= steps <= max(each)
     # FedSGD clients take one step whatever their share: the prior stays flat.
-    assert strategy.state.estimator.selector.steps_prior()[0, 1] > 0
+    assert strategy.state.rule.selector.steps_prior()[0, 1] > 0
     told.clear()
     flat = _strategy(selector=ProgressThompson(population=K, noise_order=2))
     _start(flat, LocalGrid(_app(), K, seed=2), 6)
     assert [s for _, s in told] == [1.0] * 6
-    np.testing.assert_array_equal(flat.state.estimator.selector.steps_prior(), 0.0)
+    np.testing.assert_array_equal(flat.state.rule.selector.steps_prior(), 0.0)
 
 
 def test_local_steps_of_every_reply_or_none_are_told(monkeypatch):

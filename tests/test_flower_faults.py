@@ -449,7 +449,7 @@ def test_a_round_whose_replies_raise_part_way_leaves_nothing_pending():
     with pytest.raises(NonFiniteGradientError, match="server round 1"):
         tf._start(strategy, LocalGrid(tf._app(bad=bad), tf.K, seed=2), 2)
     assert strategy.pending_round is None
-    assert strategy.estimator.ask() == tf.K  # no "ask() called twice": nothing is pending
+    assert strategy.driver.ask() == tf.K  # no "ask() called twice": nothing is pending
 
 
 # -- the silent traps of a practitioner's first run ---------------------------------------------

@@ -387,7 +387,7 @@ def test_rounds_left_errors():
                   SpreadThompson(population=K)):  # fmt: skip
         assert not other.uses_rounds_left
         other.init(1, K, D)
-        with pytest.raises(ProtocolError, match="uses_rounds_left is False"):
+        with pytest.raises(ProtocolError, match="not in its reads"):
             other.tell_rounds_left(3)
     est = GradientEstimator(_rule(), K, T=1, dim=D, rng=0)
     est.tell_rounds_left(5)
@@ -531,9 +531,9 @@ def test_the_curve_shrinks_towards_the_steps_prior_and_yields_to_evidence():
 
 
 def test_local_steps_are_told_through_the_estimator():
-    # GradientEstimator.tell_local_steps forwards the pending arm's steps to a rule that learns
-    # from the signal; it needs a pending ask and steps > 0, and a rule that models no signal
-    # refuses them.
+    # GradientEstimator.tell_local_steps keeps the pending arm's steps for the round's record,
+    # which a rule that learns from the signal reads when the round is told; it needs a pending
+    # ask and steps > 0, and a rule that models no signal refuses them.
     est = GradientEstimator(_rule(), K, T=1, dim=D, rng=0)
     with pytest.raises(ProtocolError, match="pending ask"):
         est.tell_local_steps(2.0)
@@ -542,11 +542,13 @@ def test_local_steps_are_told_through_the_estimator():
         with pytest.raises(InvalidParameterError, match="'steps'"):
             est.tell_local_steps(bad)
     est.tell_local_steps(4.0)
+    assert est.selector._steps_weight[0, n - 1] == 0.0  # not before the round is told
+    est.tell_parts(np.ones((n, D)) + np.arange(n)[:, None], np.ones(n))
     assert est.selector._steps_weight[0, n - 1] == 1.0
     assert est.selector._steps_log[0, n - 1] == pytest.approx(np.log(4.0))
     spread = GradientEstimator(SpreadThompson(population=K, spend=SPEND), K, T=1, dim=D, rng=0)
     spread.ask()
-    with pytest.raises(ProtocolError, match="uses_signal is False"):
+    with pytest.raises(ProtocolError, match="not in its reads"):
         spread.tell_local_steps(2.0)
     rule = _rule()
     with pytest.raises(ProtocolError, match="before init"):
@@ -632,7 +634,7 @@ def test_per_cost_objective_needs_costs_and_takes_them_only_when_chosen():
     other = ProgressThompson(population=5)
     other.init(1, 5, 2)
     assert not other.uses_costs
-    with pytest.raises(ProtocolError, match="uses_costs is False"):
+    with pytest.raises(ProtocolError, match="not in its reads"):
         other.tell_costs(np.ones(5))
 
 

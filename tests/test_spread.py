@@ -294,7 +294,7 @@ def test_estimator_tell_parts_errors_and_withdraw():
 class _TwoStatistics(SpreadThompson):
     """The spread rule reading each round's weighted spread beside its pair sum."""
 
-    uses_weighted_spread = True
+    reads = frozenset({"spread", "weighted_spread"})
 
 
 @pytest.mark.parametrize("rule", [SpreadThompson, _TwoStatistics])

@@ -116,7 +116,7 @@ def _overlay_rules() -> list[Any]:
     in the simulator (not those that learn from the parts of a pull)."""
     from .selectors import all_rules
 
-    return [i for i in all_rules() if not i.required() and not getattr(i.cls, "uses_parts", False)]
+    return [i for i in all_rules() if not i.required() and "spread" not in i.cls.reads]
 
 
 def _registered_rule(value: str) -> str:

@@ -28,7 +28,6 @@ installed, NumPy arrays and CPU tensors are told in one compiled pass over the g
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,6 +46,7 @@ from .engines import check_engine, numba_available
 from .parts import PullAccumulator, norm_and_inner
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector
+from .selectors.evidence import Outlook, RoundEvidence
 from .spread import SpreadSums, check_weights
 
 __all__ = ["GradientEstimator"]
@@ -142,6 +142,7 @@ class GradientEstimator:
         self._pull: PullAccumulator | None = None  # the parts told so far by tell_part
         self._single: Any = None  # with T = 1, the round's output (no statistics are kept)
         self._last_mean: Any = None  # a signal rule's last round mean (its persistence)
+        self._steps: float | None = None  # the pending pull's local steps (tell_local_steps)
         self.reset()
 
     def reset(self) -> None:
@@ -166,6 +167,7 @@ class GradientEstimator:
         self._pending = None
         self._pull = None
         self._single = None
+        self._steps = None
         self.t = 0
 
     def next_iterate(self) -> None:
@@ -190,13 +192,16 @@ class GradientEstimator:
         """Whether all T rounds have been told."""
         return self.t >= self.T
 
-    def ask(self, at_least: int = 1, at_most: int | None = None) -> int:
+    def ask(self, at_least: int = 1, at_most: int | None = None, *,
+            outlook: Outlook | None = None) -> int:  # fmt: skip
         """The mini-batch size n (1..N) to compute next.
 
         ``at_least`` and ``at_most``: the least and the most n the caller can run (1..N; e.g.
         2 under a secure aggregation that needs two parties; what a total budget's remainder
         affords). A rule's choice outside is moved to the nearest end, and the rule is told the
-        n that ran."""
+        n that ran. ``outlook``: what the run has ahead, for a rule that weighs it
+        (:class:`~eegrad.selectors.evidence.Outlook`: the arms' costs, the budget or the rounds
+        left)."""
         owner = "GradientEstimator.ask"
         top = self.N if at_most is None else at_most
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.N:
@@ -214,7 +219,8 @@ class GradientEstimator:
                 f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
                 "next iterate"
             )
-        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=int(top))[0])
+        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=int(top),
+                                    outlook=outlook)[0])  # fmt: skip
         self._pending = arm
         return arm + 1
 
@@ -279,11 +285,13 @@ class GradientEstimator:
                 f"(round {self.t + 1}): give NumPy arrays or PyTorch tensors, not both."
             )
 
-    def _record(self, g: Any, evidence: Callable[[np.ndarray], None] | None,
+    def _record(self, g: Any, statistic: dict[str, Any] | None,
                 finite: bool | None = None) -> None:  # fmt: skip
         """Add the round's output g (in the backend, or a pull's mean) to the statistics and
-        tell the rule (a rule that learns from parts: ``evidence(arms)`` tells it the round's
-        spread); ``finite`` where the caller knows it."""
+        tell the rule the round's record (:meth:`~eegrad.Selector.tell_round`): for a rule that
+        learns from parts, ``statistic`` (the parts' pair sums and weights, or their sums) and
+        the mean's signal where it reads it; for the others the mean or its summary. ``finite``
+        where the caller knows it."""
         arm = self._pending
         cnt = int(self.selector.counts[0, arm]) + 1
         if self._mode == "full" and self.T > 1:
@@ -306,28 +314,31 @@ class GradientEstimator:
             )
         arms = np.array([arm])
         if self._mode == "pairs":
-            evidence(arms)
+            fields = dict(statistic or {})
             if self.selector.uses_signal:
-                self._tell_signal(arms, g)
+                fields.update(self._signal(g))
         elif self._mode == "full":
-            self.selector.tell(arms, _flat_host(g)[None], check=False)
-        elif self._mode == "gram":
-            self.selector.tell_summary(arms, np.array([inc]), row[None])
+            fields = {"mean": _flat_host(g)[None]}
         else:
-            self.selector.tell_summary(arms, np.array([inc]))
+            fields = {"sq_increment": np.array([inc]),
+                      "gram_row": None if row is None else row[None]}  # fmt: skip
+        if self._steps is not None:
+            fields["local_steps"] = np.array([self._steps])
+        self.selector.tell_round(RoundEvidence(arms, **fields))
         if self.T == 1:
             self._single = g
         self._pending = None
+        self._steps = None
         self.t += 1
 
-    def _tell_signal(self, arms: np.ndarray, g: Any) -> None:
-        """Tell a rule that learns from the signal (``uses_signal``) the round mean's squared
-        norm, after its spread, and — where every round is a step (T = 1) — its inner product
-        with the last round's mean, the persistence (one O(d) copy kept: the last mean)."""
+    def _signal(self, g: Any) -> dict[str, Any]:
+        """The signal of the round's mean for a rule that reads it: its squared norm and —
+        where every round is a step (T = 1) — its inner product with the last round's mean,
+        the persistence (one O(d) copy kept: the last mean)."""
         norm2, persistence = norm_and_inner(g, self._last_mean)
-        self.selector.tell_signal(arms, np.array([norm2]),
-                                  None if persistence is None else np.array([persistence]))
         self._last_mean = g if self.T == 1 else None
+        return {"mean_norm2": np.array([norm2]),
+                "persistence": None if persistence is None else np.array([persistence])}
 
     def tell_local_steps(self, steps: float) -> None:
         """Tell the local steps (optimizer steps) the pending pull's parts took, their mean
@@ -338,8 +349,10 @@ class GradientEstimator:
         owner = "GradientEstimator.tell_local_steps"
         if self._pending is None:
             raise ProtocolError("tell_local_steps() without a pending ask(): ask() first")
-        value = check_real(steps, "steps", owner, gt=0)
-        self.selector.tell_local_steps(np.array([self._pending]), np.array([value]))
+        if "local_steps" not in self.selector.reads:
+            raise ProtocolError(f"{self.selector!r} does not learn from the clients' local "
+                                "steps ('local_steps' is not in its reads).")  # fmt: skip
+        self._steps = check_real(steps, "steps", owner, gt=0)
 
     def tell_rounds_left(self, rounds: int) -> None:
         """Tell the rounds the run has left, the next ask's included (an integer >= 1), before
@@ -391,7 +404,7 @@ class GradientEstimator:
                 f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
                 "contain NaN or Inf."
             )
-        self._record(mean, self._pair_evidence(y, w, spread=spread))
+        self._record(mean, self._pairs(y, w, spread=spread))
 
     def tell_part(self, part: Any, weight: float) -> None:
         r"""One part of the pending pull (a client's update, a worker's gradient), told as it
@@ -455,16 +468,16 @@ class GradientEstimator:
         if self._mode == "pairs" and not pull.spread and pair_sum is None:
             raise fail("pull", owner, f"made with spread=True: {self.selector!r} learns from "
                        "the parts' spread", "spread=False")  # fmt: skip
-        evidence = None
+        statistic = None
         if self._mode == "pairs":
             spread = None  # the weighted spread, for a rule that reads it, where the parts' own
             if pair_sum is None and self.selector.uses_weighted_spread:
                 spread = pull.weighted_spread()
-            evidence = self._pair_evidence(
+            statistic = self._pairs(
                 pull.pair_sum() if pair_sum is None else float(pair_sum),
                 pull.weights if weights is None else np.asarray(weights, np.float64), noisy,
                 spread)
-        self._record_mean(pull.mean(), evidence)  # the accumulator checked every part
+        self._record_mean(pull.mean(), statistic)  # the accumulator checked every part
 
     def _check_told(self, call: str, name: str, value: Any, kind: type) -> str:
         """A pending ask, and ``value`` of type ``kind``; returns the owner's name."""
@@ -476,21 +489,22 @@ class GradientEstimator:
                                             f"{kind.__name__}. Got {value!r} instead.")  # fmt: skip
         return owner
 
-    def _record_mean(self, mean: Any, evidence: Callable[[np.ndarray], None] | None) -> None:
+    def _record_mean(self, mean: Any, statistic: dict[str, Any] | None) -> None:
         """Record a round output already checked finite: as it is where T = 1 (an array, or a
         model's list of arrays), else flat in the backend."""
         if self.T == 1:
-            self._record(mean, evidence, finite=True)
+            self._record(mean, statistic, finite=True)
             return
         flat = _flatten(mean)
         self._ensure_backend(flat)
-        self._record(self._backend.convert(flat), evidence)
+        self._record(self._backend.convert(flat), statistic)
 
-    def _pair_evidence(self, y: float, weights: np.ndarray, noisy: bool = False,
-                       spread: float | None = None) -> Callable[[np.ndarray], None]:  # fmt: skip
-        q = None if spread is None else np.array([spread])
-        return lambda arms: self.selector.tell_pair_sums(arms, np.array([y]), weights[None],
-                                                         noisy=noisy, weighted_spread=q)  # fmt: skip
+    @staticmethod
+    def _pairs(y: float, weights: np.ndarray, noisy: bool = False,
+               spread: float | None = None) -> dict[str, Any]:  # fmt: skip
+        """The parts' pair sum and weights (and weighted spread) as a record's fields."""
+        return {"pair_sums": np.array([y]), "weights": weights[None], "noisy": noisy,
+                "weighted_spread": None if spread is None else np.array([spread])}
 
     def tell_sums(self, sums: SpreadSums) -> None:
         r"""Tell the pending pull from its parts' sums alone — what a server under secure
@@ -513,15 +527,7 @@ class GradientEstimator:
                 f"The sums told at round {self.t + 1} for n = {self._pending + 1} contain NaN "
                 "or Inf."
             )
-
-        def evidence(arms: np.ndarray) -> None:
-            self.selector.tell_spread_sums(arms, np.array([spread]), np.array([sums.n]),
-                                           np.array([sums.total_weight]),
-                                           np.array([sums.total_weight2]),
-                                           None if sums.inverse_weight_sum is None else
-                                           np.array([sums.inverse_weight_sum]))  # fmt: skip
-
-        self._record_mean(mean, evidence)
+        self._record_mean(mean, sums.evidence())
 
     def withdraw(self) -> None:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the
@@ -532,6 +538,7 @@ class GradientEstimator:
         self.selector.withdraw()
         self._pending = None
         self._pull = None
+        self._steps = None
 
     def result(self) -> Any:
         """The estimate G = (1/T) Σ_t G_t = (1/T) Σ_n γ_n m_n, in the gradients' type (and

@@ -234,6 +234,16 @@ class SpreadSums(NamedTuple):
         norm2 = sum(float(np.sum(np.square(np.asarray(a), dtype=np.float64))) for a in parts)
         return max(float(self.weighted_squares) - norm2 / float(self.total_weight), 0.0)
 
+    def evidence(self) -> dict[str, Any]:
+        """The sums as the fields of a round's record for one realization
+        (:class:`~eegrad.selectors.evidence.RoundEvidence`: ``weighted_spread``, ``parts``,
+        ``total_weight``, ``total_weight2``, ``inverse_weight_sum``)."""
+        inverse = self.inverse_weight_sum
+        return {"weighted_spread": np.array([self.weighted_spread()]),
+                "parts": np.array([self.n]), "total_weight": np.array([self.total_weight]),
+                "total_weight2": np.array([self.total_weight2]),
+                "inverse_weight_sum": None if inverse is None else np.array([inverse])}
+
 
 def sums_design(n: Any, total_weight: Any, total_weight2: Any, population: int | None = None,
                 inverse_weight_sum: Any = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from ..selectors.base import Selector
+from ..selectors.evidence import Outlook
 from ..selectors.progress import ProgressThompson
 
 __all__ = ["PHASES", "BudgetSchedule", "NoiseScaleRule", "ema", "guess_n", "isp_choice",
@@ -68,8 +69,7 @@ class BudgetSchedule(Selector):
 
     uses_statistics = False
     keeps_memory = True
-    uses_costs = True
-    uses_rounds_left = True
+    reads = frozenset({"mean", "costs", "budget_left", "rounds_left"})
 
     def __init__(self, counts: Iterable[int]) -> None:
         super().__init__()
@@ -83,16 +83,13 @@ class BudgetSchedule(Selector):
         """``{'counts': counts}``."""
         return {"counts": list(self.phase_n)}
 
-    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
-        """Keep the budget left (the first told is the total)."""
-        if budget_left is not None:
-            self.left = float(budget_left)
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Keep the budget left (the first told is the total), or where the run has B a round
+        the rounds left, this one included: the round r of R has spent (r − 1)/R."""
+        left = outlook.budget_left if outlook.budget_left is not None else outlook.rounds_left
+        if left is not None:
+            self.left = float(left)
             self.total = self.left if self.total is None else self.total
-
-    def tell_rounds_left(self, rounds: int) -> None:
-        """Keep the rounds left, this one included (the first told is the total): the round
-        r of R has spent (r − 1)/R."""
-        self.tell_costs(None, budget_left=float(rounds))
 
     def phase(self) -> int:
         """The phase of the budget spent so far (0 before any is told)."""

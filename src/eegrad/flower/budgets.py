@@ -15,7 +15,7 @@ Two budgets, one interface, each owning its accounting (the run's spend is
   The rule is told every n's expected cost and the budget left before it asks.
 
 A strategy asks its budget, round by round: :meth:`~RoundBudget.at_most` and
-:meth:`~RoundBudget.tell_rule` before the rule is asked, :meth:`~RoundBudget.share` for the
+:meth:`~RoundBudget.outlook` the rule is given with its ask, :meth:`~RoundBudget.share` for the
 messages, :meth:`~RoundBudget.spent` from the round's replies, :meth:`~RoundBudget.charge` to
 the run's cost, and :meth:`~RoundBudget.record` for the round's record.
 """
@@ -31,6 +31,7 @@ from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_real, fail
 from ..arms import feasible_arms, per_client_spend
+from ..selectors.evidence import Outlook
 from .replies import ClientUpdateError, RoundFold
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
@@ -97,12 +98,11 @@ class RoundBudget:
         """The most clients the round may ask: any of the N (None)."""
         return None
 
-    def tell_rule(self, state: RunState, server_round: int, num_rounds: int | None) -> None:
-        """Tell the rule the rounds left of ``num_rounds``, this one included, where it weighs
-        the loss at the run's end (:attr:`~eegrad.Selector.uses_rounds_left`)."""
-        est = state.estimator
-        if num_rounds is not None and est.selector.uses_rounds_left:
-            est.tell_rounds_left(max(1, num_rounds - server_round + 1))
+    def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
+        """What the rule is told before it asks: the rounds left of ``num_rounds``, this one
+        included (where the run has a known end)."""
+        return Outlook(rounds_left=None if num_rounds is None else
+                       max(1, num_rounds - server_round + 1))  # fmt: skip
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Refuse a round whose replies report no spend: clients that train their own way
@@ -232,13 +232,13 @@ class TotalBudget:
             return least
         return int(affordable.max()) + 1
 
-    def tell_rule(self, state: RunState, server_round: int, num_rounds: int | None) -> None:
-        """Tell the rule every n's expected cost and the budget left, where it weighs them
-        (:attr:`~eegrad.Selector.uses_costs`)."""
-        est = state.estimator
-        if est.selector.uses_costs:
-            est.selector.tell_costs(np.maximum(self.costs(state).expected(est.N), 1e-12),
-                                    budget_left=self.total - state.cost)  # fmt: skip
+    def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
+        """What the rule is told before it asks: every n's expected cost (where it reads
+        them) and the budget left."""
+        rule = state.rule
+        costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
+                 if "costs" in rule.selector.reads else None)  # fmt: skip
+        return Outlook(costs=costs, budget_left=self.total - state.cost)
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Nothing to check: every reply's cost was required as it was read."""

@@ -159,13 +159,19 @@ def check_fingerprint(saved: SavedRun, fingerprint: dict[str, Any],
 
 
 def restore_run(state: RunState, saved: SavedRun) -> None:
-    """Load the saved state into ``state``, whose estimator (and private release) are built
-    for the saved K and d: the rule's and the estimator's arrays and the generators in place."""
+    """Load the saved state into ``state``, whose rule's driver (and private release) are
+    built for the saved K and d: the rule's and the driver's arrays and the generators in
+    place. A state of another layout (e.g. an earlier version's ``estimator``, where the rule's
+    driver is ``rule`` now) is refused naming what differs."""
     fields = saved.tree["__dict__"]
     missing = [k for k in state.state_dict() if k not in fields]
     if missing:
-        raise CheckpointError(f"The checkpoint {saved.path} has no {missing[0]!r}: it is of "
-                              "another version of eegrad.flower.")  # fmt: skip
+        extra = [k for k in fields if k not in state.state_dict()]
+        what = f" and has {', '.join(repr(k) for k in extra)} instead" if extra else ""
+        raise CheckpointError(
+            f"The checkpoint {saved.path} was written by another version of eegrad.flower: its "
+            f"state has no {missing[0]!r}{what}. Resume it with the version that wrote it, or "
+            "remove it to start afresh.")
     try:
         restored = restore_state(state.state_dict(), saved.tree, saved.arrays, "checkpoint")
         state.load_state_dict(restored)

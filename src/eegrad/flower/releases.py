@@ -65,7 +65,7 @@ class PlainRelease:
              keys: dict[str, Any]) -> RoundFold:  # fmt: skip
         """The round's fold of its replies (``args``: the round, the model's names and
         arrays)."""
-        return PlainFold(*args, spread=state.estimator.selector.uses_parts, **keys)
+        return PlainFold(*args, spread="spread" in state.rule.selector.reads, **keys)
 
     def record(self, state: RunState, n: int, replied: int) -> dict[str, Any]:
         """The round's record fields of the release."""
@@ -122,7 +122,7 @@ class PrivateRelease(PlainRelease):
         try:
             state.private.charge(server_round, n, present=present)
         except PrivacyBudgetExhausted:
-            state.estimator.withdraw()
+            state.rule.withdraw()
             raise
 
     def fold(self, state: RunState, args: tuple[Any, ...], n: int,

@@ -2,14 +2,15 @@ r"""One round's replies, folded one at a time: the seam between the server's thr
 
 :class:`~eegrad.flower.EEGradStrategy` reads a round's replies through a :class:`RoundFold`,
 whatever the privacy mode: each reply is checked (:func:`read_reply`), folded into running
-sums and dropped, so the server holds O(d) whatever n is; :meth:`RoundFold.finish` then tells
-the rule the round, whose estimate is the round's mean update :math:`\bar u`, from which the server steps
+sums and dropped, so the server holds O(d) whatever n is; :meth:`RoundFold.evidence` then gives
+the round's mean update :math:`\bar u` and the parts' spread as fields of the round's record,
+which the rule's driver (:class:`~eegrad.flower.driver.RuleDriver`) tells the rule; the server steps
 (:math:`w \leftarrow w - \eta\rho\bar u`) or a linear inner strategy is given one reply
 (:func:`eegrad.flower.inner.mean_reply`). Three implementations:
 
 * :class:`PlainFold` — the updates :math:`u_i = w - w_i` themselves, folded into a
   :class:`~eegrad.parts.PullAccumulator` (FedAvg's weights: the samples used); the rule is told
-  the pull (:meth:`eegrad.GradientEstimator.tell_pull`);
+  the parts' pair sum and weights;
 * :class:`SumsFold` — sums only, as secure aggregation reveals them (clients wrapped with
   :func:`~eegrad.flower.with_spread_sums` send :math:`\omega u`, ω, ω², :math:`\omega\|u\|^2`,
   1/ω); the rule is told :class:`~eegrad.spread.SpreadSums`;
@@ -27,7 +28,6 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 
 from .._validation import InvalidParameterError, NonFiniteGradientError
-from ..loop import GradientEstimator
 from ..parts import PullAccumulator, update_norm2
 from ..spread import SpreadSums
 from .client import LOCAL_STEPS_KEY, SUMS_METRICS
@@ -204,9 +204,10 @@ class RoundFold:
         """Fold one reply (read, folded and dropped)."""
         raise NotImplementedError
 
-    def finish(self, estimator: GradientEstimator) -> None:
-        """Tell ``estimator`` the round (at least one reply folded); its
-        :meth:`~eegrad.GradientEstimator.result` is then the round's mean update."""
+    def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
+        """The round (at least one reply folded): its mean update in the model's arrays, and
+        the parts' spread as fields of its record (:class:`~eegrad.selectors.evidence.
+        RoundEvidence`), of which the rule ``reads`` what it names."""
         raise NotImplementedError
 
     @property
@@ -267,8 +268,13 @@ class PlainFold(RoundFold):
             return None
         return self._steps_sum / self._replies
 
-    def finish(self, estimator: GradientEstimator) -> None:
-        estimator.tell_pull(self.pull)
+    def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
+        pull, fields = self.pull, {}
+        if pull.spread:
+            fields = {"pair_sums": np.array([pull.pair_sum()]), "weights": pull.weights[None]}
+            if "weighted_spread" in reads:
+                fields["weighted_spread"] = np.array([pull.weighted_spread()])
+        return pull.mean(), fields
 
 
 class SumsFold(RoundFold):
@@ -315,8 +321,9 @@ class SumsFold(RoundFold):
             )
         return sums
 
-    def finish(self, estimator: GradientEstimator) -> None:
-        estimator.tell_sums(self.sums())
+    def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
+        sums = self.sums()
+        return sums.mean(), sums.evidence()
 
     def client_metrics(self) -> dict[str, Any]:
         return {}  # the sums protocol's scalars are its own; nothing else is read
@@ -347,12 +354,13 @@ class PrivateFold(RoundFold):
         self.pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
         self._spread += coordinate
 
-    def finish(self, estimator: GradientEstimator) -> None:
+    def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
         pull = self.pull
         released = pull.mean()
         released = released if isinstance(released, list) else [released]
         pair_sum = self.private.release(released, pull.count, pull.size, self._spread, self.n)
-        estimator.tell_pull(pull, pair_sum=pair_sum, weights=np.ones(pull.count), noisy=True)
+        return released, {"pair_sums": np.array([pair_sum]),
+                          "weights": np.ones((1, pull.count)), "noisy": True}
 
     def client_metrics(self) -> dict[str, Any]:
         return {}

@@ -36,7 +36,7 @@ down by :math:`W d\, v_q`; :class:`SecAggFold` adds it back. Keep ``max_weight``
 weight: the error grows as :math:`\omega_{max}/W`.
 
 **Halted rounds.** SecAgg+ needs at least two clients a round, so the rule's choices are raised
-to n ≥ 2 (:meth:`eegrad.GradientEstimator.ask`). A round the workflow halts (too few shares to
+to n ≥ 2 (the rule is asked with ``at_least=2``). A round the workflow halts (too few shares to
 unmask, after dropouts) never reaches ``aggregate_fit``: it is lost, not the run — the rule's pull
 is withdrawn, no step is taken, and its record names it (``secure_aggregation = "halted"``,
 every asked node in ``failed_nodes``).
@@ -70,7 +70,6 @@ from flwr.serverapp.strategy import Result
 from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_real, fail
-from ..loop import GradientEstimator
 from ..spread import SpreadSums
 from .model_arrays import cast_like
 from .replies import RoundFold, reply_cost, reply_source
@@ -222,8 +221,9 @@ class SecAggFold(RoundFold):
                           weighted_sum=total, weighted_squares=squares,
                           inverse_weight_sum=float(np.sum(1.0 / w)))  # fmt: skip
 
-    def finish(self, estimator: GradientEstimator) -> None:
-        estimator.tell_sums(self.sums())
+    def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
+        sums = self.sums()
+        return sums.mean(), sums.evidence()
 
     def client_metrics(self) -> dict[str, Any]:
         return {}

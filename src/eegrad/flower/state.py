@@ -3,7 +3,7 @@
 The strategy's constructor arguments are its configuration, never changed by a run; everything
 a run changes is a :class:`RunState` (as Optax keeps an optimizer's state apart from its
 hyperparameters). :meth:`RunState.state_dict` gives it as plain values — numbers, lists, dicts,
-arrays, random generators, eegrad's own estimator — which :mod:`eegrad.flower.checkpointing`
+arrays, random generators, the rule's driver — which :mod:`eegrad.flower.checkpointing`
 writes; :meth:`RunState.load_state_dict` sets them back. A fresh :class:`RunState` is a fresh
 run: :meth:`~eegrad.flower.EEGradStrategy.start` makes one unless it resumes.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..loop import GradientEstimator
+from .driver import RuleDriver
 from .privacy import PrivateRounds
 
 __all__ = ["RunState", "Streams"]
@@ -31,7 +31,7 @@ class Streams:
     Parameters
     ----------
     selector : numpy.random.Generator
-        The rule's draws (through the estimator).
+        The rule's draws (through its driver).
     sampling : numpy.random.Generator
         Which nodes a round asks.
     noise : numpy.random.Generator
@@ -65,7 +65,7 @@ class Streams:
 class RunState:
     """Everything a run of :class:`~eegrad.flower.EEGradStrategy` changes.
 
-    The rule at work is the estimator's (``estimator``), built when the first round knows the
+    The rule at work is held by its driver (``rule``), built when the first round knows the
     nodes (K) and the model's size (d); so is the private release (``private``).
 
     Parameters
@@ -84,7 +84,7 @@ class RunState:
         Budget spent: B a round.
     num_nodes, dim : int or None
         K, the nodes connected at the first round, and d, the model's size (None before it).
-    estimator : GradientEstimator or None
+    rule : RuleDriver or None
         The rule's driver (it holds the rule and its evidence).
     private : PrivateRounds or None
         Central DP's side of the run (its accountant's state is saved).
@@ -103,13 +103,13 @@ class RunState:
     cost: float = 0.0
     num_nodes: int | None = None
     dim: int | None = None
-    estimator: GradientEstimator | None = None
+    rule: RuleDriver | None = None
     private: PrivateRounds | None = None
     inner: dict[str, Any] | None = None
     client_costs: dict[int, float] = field(default_factory=dict)
 
     def state_dict(self) -> dict[str, Any]:
-        """The state as plain values (the estimator and the generators as objects that
+        """The state as plain values (the rule's driver and the generators as objects that
         :func:`eegrad.checkpoint.capture_state` writes)."""
         return {"server_round": self.server_round, "steps_taken": self.steps_taken,
                 "cost": self.cost, "num_nodes": self.num_nodes, "dim": self.dim,
@@ -117,12 +117,12 @@ class RunState:
                 "accountant": None if self.private is None else
                 self.private.accountant.state_dict(),
                 "sampling_rng": self.streams.sampling, "noise_rng": self.streams.noise,
-                "evaluate_rng": self.streams.evaluate, "estimator": self.estimator,
+                "evaluate_rng": self.streams.evaluate, "rule": self.rule,
                 "inner": self.inner,
                 "client_costs": {str(k): v for k, v in self.client_costs.items()}}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Set the state from :meth:`state_dict`'s values; the estimator (and the private
+        """Set the state from :meth:`state_dict`'s values; the rule's driver (and the private
         release, with ``privacy``) must already be built for the saved K and d, and is
         replaced by the saved one."""
         self.server_round, self.steps_taken = int(state["server_round"]), int(state["steps_taken"])
@@ -131,7 +131,7 @@ class RunState:
         self.metrics = {int(k): v for k, v in state["metrics"].items()}
         self.streams.sampling, self.streams.noise = state["sampling_rng"], state["noise_rng"]
         self.streams.evaluate = state["evaluate_rng"]
-        self.estimator = state["estimator"]
+        self.rule = state["rule"]
         if self.private is not None:
             self.private.rng = self.streams.noise
             if state["accountant"] is not None:

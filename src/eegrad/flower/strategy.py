@@ -14,16 +14,17 @@ told the pull:
 
 * ``steps="every-round"`` (default): every round is a model step,
   :math:`w \leftarrow w - \eta \sum_i p_i u_i` with :math:`p_i` the clients' shares of the samples
-  used — FedAvg's aggregate for :math:`\eta = 1` — and the selector is told the n parts
-  (:meth:`eegrad.GradientEstimator.tell_parts`). The default selector (:func:`default_rule`),
+  used — FedAvg's aggregate for :math:`\eta = 1` — and the selector is told the round's record
+  (:meth:`eegrad.Selector.tell_round`: the parts' spread, the mean's signal). The default selector (:func:`default_rule`),
   :class:`eegrad.ProgressThompson`, learns the variance of every n from the spread of the updates
   within rounds, and how far each n's update goes from the round means, and picks the n of most
   expected decrease; exploring costs only a noisier step.
 * ``steps="t-rounds"``: the paper's Algorithm 1 — T query rounds at one model, then one step with
   the mean of the T round means. The default selector is :func:`eegrad.default_selector`.
 
-The selector is driven through a :class:`eegrad.GradientEstimator`, so its choices are those of
-a ``GradientEstimator`` told the same updates from the same stream (tested).
+The selector is driven by a :class:`~eegrad.flower.driver.RuleDriver` on the same random
+stream as a :class:`eegrad.GradientEstimator`, so its choices are those of a
+``GradientEstimator`` told the same updates (tested).
 
 Per-round records (server round, step, arm, clients asked and replied, failed nodes, budget,
 budget used, cumulative cost) go to the round's Flower ``MetricRecord`` and to
@@ -68,13 +69,13 @@ from .._validation import (
     fail,
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
-from ..loop import GradientEstimator
 from ..results import append_row, evaluations_beside, write_table
 from ..selectors import ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, check_metric_key
+from .driver import RuleDriver
 from .evaluations import EVALUATION_COLUMNS, EvaluationTable
 from .inner import (
     inner_kind,
@@ -284,7 +285,7 @@ class EEGradStrategy(Strategy):
         place to log a run to TensorBoard or Weights & Biases from your own code.
     checkpoint : str or Path, optional
         A file (``.npz``) to which the strategy writes, after every round, everything needed to
-        continue: the rule's and the estimator's state, the random streams, the records, the
+        continue: the rule's and its driver's state, the random streams, the records, the
         round number and the round's model (:mod:`eegrad.checkpoint`; each write replaces the
         last atomically). If the file exists when :meth:`start` is called, the run resumes
         from the round after the saved one, with the saved model, and ends as an uninterrupted
@@ -489,22 +490,23 @@ class EEGradStrategy(Strategy):
         return self.state.records
 
     @property
-    def estimator(self) -> GradientEstimator | None:
-        """The rule's driver, once the first round has set it up."""
-        return self.state.estimator
+    def driver(self) -> RuleDriver | None:
+        """The rule's driver (:class:`~eegrad.flower.driver.RuleDriver`), once the first round
+        has set it up."""
+        return self.state.rule
 
     @property
     def selector(self) -> Selector | None:
         """The rule at work (the given one, its private copy or the default) once set up; the
         given one (or None) before."""
-        est = self.state.estimator
-        return self._given_selector if est is None else est.selector
+        rule = self.state.rule
+        return self._given_selector if rule is None else rule.selector
 
     @property
     def N(self) -> int | None:
         """N, the arms: min(the budget's, the nodes connected), once set up."""
-        est = self.state.estimator
-        return None if est is None else est.N
+        rule = self.state.rule
+        return None if rule is None else rule.N
 
     @property
     def evaluation_path(self) -> Path | None:
@@ -523,7 +525,7 @@ class EEGradStrategy(Strategy):
         return self.budgeting.spend(N)
 
     def _setup(self, num_nodes: int, dim: int) -> None:
-        """Build the rule, its estimator and the private release for K nodes and a model of
+        """Build the rule, its driver and the private release for K nodes and a model of
         size d (at the first round, or on resume for the saved K and d)."""
         state = self.state
         state.num_nodes, state.dim = int(num_nodes), int(dim)
@@ -544,8 +546,7 @@ class EEGradStrategy(Strategy):
             sel = self.schedule.default_rule(lambda: default_rule(
                 state.num_nodes, self.spend(N), release_noise=noise,
                 per_cost=self.total_budget is not None))  # fmt: skip
-        state.estimator = GradientEstimator(sel, N, T=self.T, dim=state.dim,
-                                            rng=state.streams.selector)  # fmt: skip
+        state.rule = RuleDriver(sel, N, T=self.T, dim=state.dim, rng=state.streams.selector)
 
     def summary(self) -> None:
         """Log the strategy's settings (budget, c_min, D, steps, rule, inner strategy) at the
@@ -571,17 +572,16 @@ class EEGradStrategy(Strategy):
         keys = list(arrays.keys())
         model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
         state = self.state
-        if state.estimator is None:
+        if state.rule is None:
             self._setup(len(nodes), sum(a.size for a in model))
         elif self._first_round and len(nodes) != state.num_nodes:
             log(WARNING, "EE-Grad: %d nodes are connected where the resumed run had K = %d; "
                 "the rule keeps its %d arms and each round asks among the nodes connected",
-                len(nodes), state.num_nodes, state.estimator.N)  # fmt: skip
+                len(nodes), state.num_nodes, state.rule.N)  # fmt: skip
         self._first_round = False
-        least = min(self._min_clients, state.estimator.N)
-        most = self.budgeting.at_most(state, state.estimator.N, least, server_round)
-        self.budgeting.tell_rule(state, server_round, self._num_rounds)
-        n = state.estimator.ask(at_least=least, at_most=most)
+        least = min(self._min_clients, state.rule.N)
+        most = self.budgeting.at_most(state, state.rule.N, least, server_round)
+        n = state.rule.ask(least, most, self.budgeting.outlook(state, server_round, self._num_rounds))
         self.release.charge(state, server_round, n, len(nodes))
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]
@@ -595,7 +595,7 @@ class EEGradStrategy(Strategy):
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
                        "keys": keys}  # fmt: skip
         # the rule's reason costs a fit: asked only where the line is written or a callback reads it
-        why = (state.estimator.selector.explain() if _LOGGER.isEnabledFor(INFO)
+        why = (state.rule.selector.explain() if _LOGGER.isEnabledFor(INFO)
                or self.on_round is not None else None)  # fmt: skip
         self._round["why"] = why
         log(INFO, "EE-Grad: server round %d asks n = %d of %d nodes connected (%s)%s",
@@ -665,7 +665,7 @@ class EEGradStrategy(Strategy):
                         kept.append(m)
                 del m  # before the next reply is pulled: one reply in memory at a time
         except Exception:  # a reply that cannot be used ends the run; nothing is left pending
-            self.state.estimator.withdraw()
+            self.state.rule.withdraw()
             self._round = None
             raise
         timed_out = [nid for nid in rnd["nodes"] if nid not in answered]
@@ -689,30 +689,27 @@ class EEGradStrategy(Strategy):
         fields of the row) and save."""
         rnd, state = self._round, self.state
         server_round, n = rnd["server_round"], rnd["n"]
-        est = state.estimator
+        rule = state.rule
         replied = fold.replied
         try:
             self.budgeting.check_replies(fold, server_round)
         except ClientUpdateError:
-            est.withdraw()
+            rule.withdraw()
             self._round = None
             raise
         used = self.budgeting.spent(state, fold, n, timed_out, self._timeout)
-        if replied:
-            steps = fold.local_steps()
-            if steps is not None and est.selector.uses_signal:
-                est.tell_local_steps(steps)  # the prior of the update's growth with the share
-            fold.finish(est)
+        if replied:  # the round's one record: its mean, the parts' spread, their local steps
+            rule.tell(*fold.evidence(rule.selector.reads), local_steps=fold.local_steps())
         else:
-            est.withdraw()
+            rule.withdraw()
         new_arrays, inner_metrics = None, fold.client_metrics() if replied else {}
         step, scale = 0, 1.0
-        if replied and est.done:
+        if replied and rule.done:
             scale = self._step_scale(n)
-            G = self._as_arrays(est.result())
+            G = self._as_arrays(rule.result())
             new_arrays, inner_metrics = self.aggregator.aggregate(server_round, rnd, G, scale,
                                                                   fold, kept)  # fmt: skip
-            est.next_iterate()
+            rule.next_iterate()
             state.steps_taken += 1
             step = 1
         del fold, kept  # nothing of the round is kept past its use
@@ -743,7 +740,7 @@ class EEGradStrategy(Strategy):
         if self.on_round is not None:
             self.on_round(RoundReport(server_round=server_round, record=dict(row),
                                       metrics=dict(metrics), explanation=rnd.get("why"),
-                                      estimates=est.selector.estimates()))  # fmt: skip
+                                      estimates=rule.selector.estimates()))  # fmt: skip
         return new_arrays, MetricRecord(metrics)
 
     def _save(self, new_arrays: ArrayRecord | None) -> None:
@@ -780,7 +777,7 @@ class EEGradStrategy(Strategy):
 
     def _as_arrays(self, G: Any) -> list[Any]:
         """The estimate G in the model's arrays (the pull's mean already is with T = 1; the
-        estimator's flat float64 mean of T rounds is split)."""
+        driver's flat float64 mean of T rounds is split)."""
         if isinstance(G, list):
             return G
         sizes = np.cumsum([a.size for a in self._round["model"]])[:-1]

@@ -24,6 +24,7 @@ from .._validation import InvalidParameterError, fail
 from ..oracle import Truth
 from ..spread import check_weights, pair_sum, weighted_mean, weighted_spread
 from ..statistics import ArmStatistics
+from .evidence import Outlook, RoundEvidence
 
 __all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel"]
 
@@ -42,6 +43,12 @@ def _per_realization(value: Any, name: str, owner: str, R: int,
 #: The value of a :attr:`Selector.run_rounds_params` parameter that stands for the run's total
 #: rounds K·T (e.g. ``horizon = "KT"`` of ``memory_kl_lcb`` in a configuration).
 RUN_ROUNDS = "KT"
+
+#: What :meth:`Selector.tell_round` reads of the record (the rest of ``reads`` is the outlook);
+#: a round's local steps may be missing (its clients reported none), and the weighted spread
+#: where a private release gives the pair sum alone.
+_ROUND_READS = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps"})
+_OPTIONAL_READS = frozenset({"local_steps", "weighted_spread"})
 
 
 @dataclass(frozen=True)
@@ -105,26 +112,15 @@ class Selector:
     needs_truth: bool = False
     #: Whether the rule keeps per-arm Welford statistics (rules that ignore them skip the work).
     uses_statistics: bool = True
-    #: Whether the rule learns from the parts of a pull (:meth:`tell_parts`): such a rule is
-    #: told their pair sum and weights; any other rule is told their weighted mean.
-    uses_parts: bool = False
-    #: Whether a rule that learns from parts also reads their weighted spread
-    #: :math:`\sum_i\omega_i\|g_i - \bar g\|^2` beside their pair sum (``weighted_spread`` of
-    #: :meth:`tell_pair_sums`): the estimator and :meth:`tell_parts` compute it, from the parts
-    #: themselves and never from a private release.
-    uses_weighted_spread: bool = False
+    #: What the rule reads of a round's record and of the outlook an ask is given: a set of
+    #: the names in :data:`eegrad.selectors.evidence.READS` — ``"mean"`` (the paper's rules),
+    #: ``"spread"`` (the parts' spread: :class:`~eegrad.SpreadThompson`), and beside it
+    #: ``"weighted_spread"``, ``"signal"``, ``"local_steps"``; before an ask ``"costs"``,
+    #: ``"budget_left"``, ``"rounds_left"``. A driver computes what the rule reads, and
+    #: :meth:`tell_round` refuses a record that lacks it.
+    reads: frozenset[str] = frozenset({"mean"})
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
-    #: Whether the rule also learns from the squared norm of each pull's mean and its
-    #: persistence (:meth:`tell_signal`, after the pull is told), as
-    #: :class:`~eegrad.ProgressThompson`: :class:`~eegrad.GradientEstimator` tells it.
-    uses_signal: bool = False
-    #: Whether the rule weighs each arm's progress against the cost of its round
-    #: (:meth:`tell_costs`), e.g. where a round's cost grows with n.
-    uses_costs: bool = False
-    #: Whether the rule weighs a round's noise against the rounds the run has left
-    #: (:meth:`tell_rounds_left`, before each ask), as :class:`~eegrad.ProgressThompson`.
-    uses_rounds_left: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
     #: one (the rules with memory: the refit at an iterate's end and, for one realization, the
     #: round's choice); set before each estimate by its driver from the engine that runs it
@@ -142,6 +138,33 @@ class Selector:
     def __init__(self) -> None:
         self._shape: tuple[int, int, int] | None = None
         self.truth: Truth | None = None
+
+    # -- what the rule reads, as the drivers ask it ------------------------------------------
+    @property
+    def uses_parts(self) -> bool:
+        """Whether the rule learns from the parts of a pull (``"spread"`` in :attr:`reads`):
+        such a rule is told their pair sum and weights; any other rule their weighted mean."""
+        return "spread" in self.reads
+
+    @property
+    def uses_weighted_spread(self) -> bool:
+        """Whether the rule reads the parts' weighted spread beside their pair sum."""
+        return "weighted_spread" in self.reads
+
+    @property
+    def uses_signal(self) -> bool:
+        """Whether the rule reads the signal of a pull's mean (``"signal"``)."""
+        return "signal" in self.reads
+
+    @property
+    def uses_costs(self) -> bool:
+        """Whether the rule weighs each arm's progress against its round's cost (``"costs"``)."""
+        return "costs" in self.reads
+
+    @property
+    def uses_rounds_left(self) -> bool:
+        """Whether the rule weighs a round's noise against the rounds left (``"rounds_left"``)."""
+        return "rounds_left" in self.reads
 
     # -- lifecycle ---------------------------------------------------------------------------
     def init(self, R: int, N: int, d: int, truth: Truth | None = None, streams: Any = None) -> None:
@@ -211,13 +234,15 @@ class Selector:
         return None
 
     # -- ask/tell ------------------------------------------------------------------------------
-    def ask(self, t: int | None = None, *, at_least: int = 1,
-            at_most: int | None = None) -> np.ndarray:  # fmt: skip
+    def ask(self, t: int | None = None, *, at_least: int = 1, at_most: int | None = None,
+            outlook: Outlook | None = None) -> np.ndarray:  # fmt: skip
         """Arms to pull at round t (1-based; default: the next round), shape (R,).
 
         ``at_least`` and ``at_most``: the least and the most n the caller can run (e.g. 2 under
         a secure aggregation that needs two parties; what the budget left affords). A choice
-        outside is moved to the nearest end, and that arm is the one the rule is then told."""
+        outside is moved to the nearest end, and that arm is the one the rule is then told.
+        ``outlook``: what the run has ahead (:class:`~eegrad.selectors.evidence.Outlook`), of
+        which the rule reads what its :attr:`reads` names; a rule keeps the last told."""
         if self._shape is None:
             raise ProtocolError(f"{self!r}: ask() before init(R, N, d)")
         if self._pending is not None:
@@ -227,6 +252,8 @@ class Selector:
             t = expected
         elif t != expected:
             raise ProtocolError(f"{self!r}: ask(t={t}) but the next round is t={expected}")
+        if outlook is not None:
+            self._look_ahead(outlook, f"{type(self).__name__}.ask")
         arms = self._select(t)
         if at_least > 1:
             arms = np.maximum(arms, at_least - 1)
@@ -240,6 +267,21 @@ class Selector:
             raise ProtocolError(f"{self!r}: {call}() without a pending ask()")
         if not np.array_equal(arms, self._pending):
             raise ProtocolError(f"{self!r}: {call}() with other arms than the last ask() returned")
+
+    def tell_round(self, evidence: RoundEvidence) -> None:
+        """Record the round of the last ask from its one record
+        (:class:`~eegrad.selectors.evidence.RoundEvidence`): the statistic the rule learns from
+        (the mean or its summary; the parts' pair sums or sums) and what else it :attr:`reads`
+        (the signal, the local steps). A record that lacks what the rule reads is refused,
+        naming it; fields the rule does not read are ignored."""
+        self._check_pending(np.asarray(evidence.arms), "tell_round")
+        lacking = [name for name in sorted(self.reads & _ROUND_READS)
+                   if name not in _OPTIONAL_READS and not evidence.holds(name)]  # fmt: skip
+        if lacking:
+            raise ProtocolError(
+                f"{self!r} reads {', '.join(repr(x) for x in lacking)} of each round, which "
+                f"the record told lacks (it gives {evidence.given() or 'the arms alone'}).")
+        self._observe_round(evidence, f"{type(self).__name__}.tell_round")
 
     def tell(self, arms: np.ndarray, gradients: np.ndarray, *, check: bool = True) -> None:
         """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask.
@@ -262,80 +304,95 @@ class Selector:
     def tell_summary(self, arms: np.ndarray, sq_increment: np.ndarray,
                      gram_row: np.ndarray | None = None) -> None:  # fmt: skip
         r"""Record a round from its summary, for callers that keep the arms' means themselves
-        (a training loop whose gradients stay on a GPU: :class:`~eegrad.GradientEstimator`).
-
-        Parameters
-        ----------
-        arms : ndarray of shape (R,)
-            The arms of the last :meth:`ask`.
-        sq_increment : ndarray of shape (R,)
-            The increment of the pulled arm's :math:`\sum_i\|G_i - m\|^2`, i.e.
-            :math:`(1 - 1/\gamma)\|G - m_{\text{old}}\|^2` (Welford), finite and >= 0.
-        gram_row : ndarray of shape (R, N), optional
-            The pulled arm's row of the Gram matrix of the arms' means about a fixed reference:
-            what a rule with memory needs in its scalar shape (N numbers instead of d).
-        """
+        (a training loop whose gradients stay on a GPU): :meth:`tell_round` with
+        ``sq_increment`` (the increment :math:`(1 - 1/\gamma)\|G - m_{\text{old}}\|^2` of the
+        pulled arm's :math:`\sum_i\|G_i - m\|^2`, shape (R,)) and ``gram_row`` (the pulled arm's
+        row of the Gram matrix of the arms' means about a fixed reference, shape (R, N): what a
+        rule with memory needs in its scalar shape)."""
         self._check_pending(arms, "tell_summary")
-        R, N, _ = self._shape  # type: ignore[misc]
-        owner = f"{type(self).__name__}.tell_summary"
-        inc = _per_realization(sq_increment, "sq_increment", owner, R)
-        if gram_row is not None:
-            row = np.asarray(gram_row, dtype=np.float64)
-            if row.shape != (R, N) or not np.all(np.isfinite(row)):
-                raise fail("gram_row", owner, f"finite, of shape ({R}, {N})", row)
-            self._observe_gram(arms, inc, row)
-        else:
-            self._observe_summary(arms, inc)
+        self._observe_round(RoundEvidence(arms, sq_increment=sq_increment, gram_row=gram_row),
+                            f"{type(self).__name__}.tell_summary")  # fmt: skip
 
     def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray, *,
                        noisy: bool = False, weighted_spread: Any = None) -> None:  # fmt: skip
-        r"""Record a round from its parts' summary, for callers that keep the parts on a device:
-        the pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`, shape (R,), and the parts'
-        weights, shape (R, m) (:mod:`eegrad.spread`). Only rules that learn from parts
-        (``uses_parts``) take it. ``noisy``: unbiased estimates from a private release
-        (:mod:`eegrad.flower.privacy`), which may be negative. ``weighted_spread``: the same
-        parts' :math:`Q = \sum_i\omega_i\|g_i - \bar g\|^2`, shape (R,), a second statistic of
-        the round for a rule that reads it (``uses_weighted_spread``); not with ``noisy``."""
+        r"""Record a round from its parts' pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`,
+        shape (R,), and weights, shape (R, m) (:mod:`eegrad.spread`): :meth:`tell_round` with
+        those fields alone. ``noisy``: unbiased estimates from a private release, which may be
+        negative. ``weighted_spread``: the same parts' :math:`Q`, shape (R,), for a rule that
+        reads it; not with ``noisy``."""
         self._check_pending(arms, "tell_pair_sums")
-        R, _, _ = self._shape  # type: ignore[misc]
-        owner = f"{type(self).__name__}.tell_pair_sums"
-        y = _per_realization(pair_sums, "pair_sums", owner, R, nonnegative=not noisy)
-        w = np.asarray(weights, dtype=np.float64)
-        if w.ndim != 2 or w.shape[0] != R:
-            raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
-        q = None
-        if weighted_spread is not None:
-            if noisy:
-                raise fail("weighted_spread", owner, "None with noisy=True (a private release "
-                           "gives the pair sum alone)", "given")  # fmt: skip
-            q = _per_realization(weighted_spread, "weighted_spread", owner, R)
-        self._observe_pairs(arms, y, check_weights(w, owner, w.shape), q)
+        self._observe_round(RoundEvidence(arms, pair_sums=pair_sums, weights=weights,
+                                          noisy=noisy, weighted_spread=weighted_spread),
+                            f"{type(self).__name__}.tell_pair_sums")  # fmt: skip
 
     def tell_spread_sums(self, arms: np.ndarray, weighted_spread: np.ndarray, n: np.ndarray,
                          total_weight: np.ndarray, total_weight2: np.ndarray,
                          inverse_weight_sum: np.ndarray | None = None) -> None:  # fmt: skip
         r"""Record a round from sums alone, as secure aggregation reveals them
-        (:class:`eegrad.spread.SpreadSums`): the weighted spread
-        :math:`Q = \sum\omega_i\|u_i - \bar u\|^2`, the parts' count n, :math:`W = \sum\omega_i`
-        and :math:`W_2 = \sum\omega_i^2`, and :math:`\sum 1/\omega_i` where the clients sent it
-        (None: not sent), each of shape (R,). Only rules that learn from parts
-        (``uses_parts``) take it."""
+        (:class:`eegrad.spread.SpreadSums`): :meth:`tell_round` with the weighted spread
+        :math:`Q`, the parts' count n, :math:`W`, :math:`W_2` and :math:`\sum 1/\omega_i` (None:
+        not sent), each of shape (R,)."""
         self._check_pending(arms, "tell_spread_sums")
-        R, _, _ = self._shape  # type: ignore[misc]
-        owner = f"{type(self).__name__}.tell_spread_sums"
-        q = _per_realization(weighted_spread, "weighted_spread", owner, R)
-        count = _per_realization(n, "n", owner, R)
-        W = _per_realization(total_weight, "total_weight", owner, R)
-        W2 = _per_realization(total_weight2, "total_weight2", owner, R)
+        self._observe_round(RoundEvidence(arms, weighted_spread=weighted_spread, parts=n,
+                                          total_weight=total_weight, total_weight2=total_weight2,
+                                          inverse_weight_sum=inverse_weight_sum),
+                            f"{type(self).__name__}.tell_spread_sums")  # fmt: skip
+
+    def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
+        """Check the round's statistic and record it: the parts' pair sums, else their sums,
+        else the mean, else its summary. A rule that reads more of the record (the signal, the
+        local steps) extends this."""
+        arms = ev.arms
+        R, N, d = self._shape  # type: ignore[misc]
+        if ev.pair_sums is not None:
+            y = _per_realization(ev.pair_sums, "pair_sums", owner, R, nonnegative=not ev.noisy)
+            w = np.asarray(ev.weights, dtype=np.float64)
+            if w.ndim != 2 or w.shape[0] != R:
+                raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
+            q = None
+            if ev.weighted_spread is not None:
+                if ev.noisy:
+                    raise fail("weighted_spread", owner, "None with noisy=True (a private "
+                               "release gives the pair sum alone)", "given")  # fmt: skip
+                q = _per_realization(ev.weighted_spread, "weighted_spread", owner, R)
+            self._observe_pairs(arms, y, check_weights(w, owner, w.shape), q)
+        elif ev.has_sums:
+            self._observe_checked_sums(ev, owner)
+        elif ev.mean is not None:
+            g = np.asarray(ev.mean, dtype=np.float64)
+            if g.shape != (R, d):
+                raise fail("mean", owner, f"of shape ({R}, {d})", g.shape)
+            if not np.all(np.isfinite(g)):
+                raise fail("mean", owner, "finite (no NaN or Inf)", g)
+            self._observe(arms, g)
+        elif ev.sq_increment is not None:
+            inc = _per_realization(ev.sq_increment, "sq_increment", owner, R)
+            if ev.gram_row is not None:
+                row = np.asarray(ev.gram_row, dtype=np.float64)
+                if row.shape != (R, N) or not np.all(np.isfinite(row)):
+                    raise fail("gram_row", owner, f"finite, of shape ({R}, {N})", row)
+                self._observe_gram(arms, inc, row)
+            else:
+                self._observe_summary(arms, inc)
+        else:
+            raise ProtocolError(f"{self!r}: the round told has no statistic (a mean, its "
+                                "summary, the parts' pair sums or their sums)")  # fmt: skip
+
+    def _observe_checked_sums(self, ev: RoundEvidence, owner: str) -> None:
+        R = self._shape[0]  # type: ignore[index]
+        q = _per_realization(ev.weighted_spread, "weighted_spread", owner, R)
+        count = _per_realization(ev.parts, "n", owner, R)
+        W = _per_realization(ev.total_weight, "total_weight", owner, R)
+        W2 = _per_realization(ev.total_weight2, "total_weight2", owner, R)
         if np.any(count < 1) or np.any(W <= 0) or np.any(W2 > W * W * (1 + 1e-12)):
             raise fail("total_weight", owner, "W > 0, n >= 1 and W2 <= W² (sums of n weights)",
                        f"W = {W}, W2 = {W2}, n = {count}")  # fmt: skip
-        inv = None if inverse_weight_sum is None else _per_realization(
-            inverse_weight_sum, "inverse_weight_sum", owner, R)  # fmt: skip
+        inv = None if ev.inverse_weight_sum is None else _per_realization(
+            ev.inverse_weight_sum, "inverse_weight_sum", owner, R)  # fmt: skip
         if inv is not None and np.any(inv * W < count * count * (1 - 1e-12)):
             raise fail("inverse_weight_sum", owner, "Σ1/ω >= n²/W (sums of n weights > 0)",
                        f"Σ1/ω = {inv}, W = {W}, n = {count}")  # fmt: skip
-        self._observe_sums(arms, q, count, W, W2, inv)
+        self._observe_sums(ev.arms, q, count, W, W2, inv)
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
                       W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
@@ -470,32 +527,31 @@ class Selector:
             rho = np.sqrt(np.maximum(v.min(axis=1), 0.0) / mine)
         return np.where(ok, np.minimum(rho, 1.0), 1.0)
 
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        """Tell the squared norm of the last pull's mean and its inner product with the last
-        round's, for a rule that learns from them (:attr:`uses_signal`); refused otherwise."""
-        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
-                            "(uses_signal is False).")  # fmt: skip
-
-    def tell_local_steps(self, arms: Any, steps: Any) -> None:
-        """Tell the local steps the pending pull's clients took (their mean, shape (R,)), for
-        a rule that learns from the signal (:attr:`uses_signal`); refused otherwise."""
-        raise ProtocolError(f"{self!r} does not learn from the clients' local steps "
-                            "(uses_signal is False).")  # fmt: skip
-
-    def tell_rounds_left(self, rounds: int) -> None:
-        """Tell the rounds the run has left, the next one included (>= 1), before the next
-        ask, for a rule that weighs a round's noise against them (:attr:`uses_rounds_left`);
-        refused otherwise."""
-        raise ProtocolError(f"{self!r} does not weigh a round's noise against the rounds left "
-                            "(uses_rounds_left is False).")  # fmt: skip
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Take what the rule reads of the run's ``outlook`` before an ask (nothing, here)."""
 
     def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
-        """Tell the expected cost of a round of every arm, shape (N,), and where the run has a
-        total budget what is left of it (``budget_left``; :class:`~eegrad.flower.EEGradStrategy`
-        tells both), before the next ask, for a rule that weighs progress against cost
-        (:attr:`uses_costs`); refused otherwise."""
-        raise ProtocolError(f"{self!r} does not weigh the cost of a round "
-                            "(uses_costs is False).")  # fmt: skip
+        """Tell the expected cost of a round of every arm, shape (N,), and what is left of a
+        total budget, for the next ask: as :meth:`ask`'s ``outlook``, for a rule that reads
+        ``"costs"``; refused otherwise."""
+        if not self.uses_costs:
+            raise ProtocolError(f"{self!r} does not weigh the cost of a round "
+                                "('costs' is not in its reads).")  # fmt: skip
+        self._outlook_before_ask(Outlook(costs=costs, budget_left=budget_left), "tell_costs")
+
+    def tell_rounds_left(self, rounds: int) -> None:
+        """Tell the rounds the run has left, the next one included (>= 1), for the next ask:
+        as :meth:`ask`'s ``outlook``, for a rule that reads ``"rounds_left"``; refused
+        otherwise."""
+        if not self.uses_rounds_left:
+            raise ProtocolError(f"{self!r} does not weigh a round's noise against the rounds "
+                                "left ('rounds_left' is not in its reads).")  # fmt: skip
+        self._outlook_before_ask(Outlook(rounds_left=rounds), "tell_rounds_left")
+
+    def _outlook_before_ask(self, outlook: Outlook, call: str) -> None:
+        if self._shape is None:
+            raise ProtocolError(f"{self!r}: {call}() before init(R, N, d)")
+        self._look_ahead(outlook, f"{type(self).__name__}.{call}")
 
     # -- to override --------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:

@@ -175,6 +175,7 @@ from scipy.optimize import isotonic_regression
 
 from .._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
 from .base import ProtocolError
+from .evidence import Outlook, RoundEvidence
 from .registry import register_rule
 from .spread import SpreadThompson, leading_arms
 
@@ -184,6 +185,8 @@ _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
 _OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate")
 _BUDGET_OBJECTIVES = ("horizon", "rate")  # the objectives told the budget left
+_OUTLOOK = {"decrease": ("rounds_left",), "signal-fraction": (), "decrease-per-cost": ("costs",),
+            "horizon": ("costs", "budget_left"), "rate": ("costs", "budget_left")}
 _CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios (horizon)
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
@@ -267,8 +270,6 @@ class ProgressThompson(SpreadThompson):
     array([19])
     """
 
-    uses_signal = True
-
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, objective: str = "decrease",
@@ -285,8 +286,9 @@ class ProgressThompson(SpreadThompson):
         if objective not in _OBJECTIVES:
             raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
         self.objective = objective
-        self.uses_costs = objective in ("decrease-per-cost", *_BUDGET_OBJECTIVES)
-        self.uses_rounds_left = objective == "decrease"
+        #: The spread, the signal and the local steps of each round; before an ask, the
+        #: objective's outlook (the costs, the budget left, or the rounds left).
+        self.reads = frozenset({"spread", "signal", "local_steps", *_OUTLOOK[objective]})
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
@@ -362,33 +364,32 @@ class ProgressThompson(SpreadThompson):
         self._contraction_rounds = np.zeros(R)
 
     # -- tell --------------------------------------------------------------------------------------
-    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
-        """Tell the expected cost :math:`c_n > 0` of a round of every arm, shape (N,), for the
-        ``"decrease-per-cost"``, ``"horizon"`` and ``"rate"`` objectives (refused for the
-        others), and what the run has left to spend (``"horizon"``, ``"rate"``)."""
-        if not self.uses_costs:
-            super().tell_costs(costs)
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: tell_costs() before init(R, N, d)")
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Take the outlook the objective reads: the expected cost :math:`c_n > 0` of a round
+        of every arm, shape (N,) (``"decrease-per-cost"``, ``"horizon"``, ``"rate"``), what the
+        run has left to spend (``"horizon"``, ``"rate"``), or the rounds the run has left, the
+        next one included (``"decrease"``: the noise's term of the expected decrease is divided
+        by its square root, the module's notes, *The run's end*). A value not told keeps the
+        last told."""
         N = self._shape[1]
-        c = check_array(costs, "costs", "ProgressThompson.tell_costs", shape=(N,))
-        if np.any(c <= 0):
-            raise fail("costs", "ProgressThompson.tell_costs", "costs > 0 for every arm", c)
-        self._costs = c.copy()
-        self._budget_left = None if budget_left is None else check_real(
-            budget_left, "budget_left", "ProgressThompson.tell_costs", ge=0)  # fmt: skip
+        if outlook.costs is not None and self.uses_costs:
+            c = check_array(outlook.costs, "costs", owner, shape=(N,))
+            if np.any(c <= 0):
+                raise fail("costs", owner, "costs > 0 for every arm", c)
+            self._costs = c.copy()
+            self._budget_left = None if outlook.budget_left is None else check_real(
+                outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
+        if outlook.rounds_left is not None and self.uses_rounds_left:
+            self._rounds_left = check_integer(outlook.rounds_left, "rounds", owner, ge=1)
 
-    def tell_rounds_left(self, rounds: int) -> None:
-        """Tell the rounds the run has left, the next one included (an integer >= 1), before
-        the next ask, for the ``"decrease"`` objective (refused for the others): the noise's
-        term of the expected decrease is divided by its square root (the module's notes, *The
-        run's end*). Told again before each ask; an untold run keeps the last value told."""
-        if not self.uses_rounds_left:
-            super().tell_rounds_left(rounds)
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: tell_rounds_left() before init(R, N, d)")
-        self._rounds_left = check_integer(rounds, "rounds", "ProgressThompson.tell_rounds_left",
-                                          ge=1)  # fmt: skip
+    def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
+        """The round's local steps (the prior of the signal's curve), its spread, then its
+        mean's signal, in that order."""
+        if ev.local_steps is not None:
+            self._note_local_steps(ev.arms, ev.local_steps, owner)
+        super()._observe_round(ev, owner)
+        if ev.mean_norm2 is not None:
+            self._note_signal(ev.arms, ev.mean_norm2, ev.persistence, owner)
 
     def _told_arms(self, arms: Any, call: str) -> np.ndarray:
         """``arms`` of a tell call after init: R arm indices in 0..N − 1, else the error."""
@@ -403,15 +404,20 @@ class ProgressThompson(SpreadThompson):
         return arms
 
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        r"""Tell the last pull's mean (after its parts were told): its squared norm
+        """Tell the signal of the round just told by its spread (:meth:`tell_round` takes both
+        in one record; :meth:`_note_signal` says what is read)."""
+        self._note_signal(self._told_arms(arms, "tell_signal"), mean_norm2, persistence,
+                          "ProgressThompson.tell_signal")  # fmt: skip
+
+    def _note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
+                     owner: str) -> None:
+        r"""The last pull's mean (after its parts were told): its squared norm
         :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
         ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
         shape (R,) (None: not known, e.g. the first round). A round told with fewer than two
         parts before any round has shown a spread (a driver's first round capped to one
         client) is not taken: the noise in its ‖ū‖² is unknown, so its signal cannot be told
         from it."""
-        owner = "ProgressThompson.tell_signal"
-        arms = self._told_arms(arms, "tell_signal")
         if self._before_any_spread:  # nothing yet to subtract the noise with
             self._round_noise, self._before_any_spread = None, False
             return
@@ -551,11 +557,15 @@ class ProgressThompson(SpreadThompson):
         return int(ends.max()) if ends.size else None
 
     def tell_local_steps(self, arms: Any, steps: Any) -> None:
-        r"""Tell the local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
+        """Tell the local steps of the pending pull before its parts (:meth:`tell_round` takes
+        both in one record; :meth:`_note_local_steps` says what is read)."""
+        self._note_local_steps(self._told_arms(arms, "tell_local_steps"), steps,
+                               "ProgressThompson.tell_local_steps")  # fmt: skip
+
+    def _note_local_steps(self, arms: np.ndarray, steps: Any, owner: str) -> None:
+        r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
         shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
         A round whose clients report none is simply not told."""
-        owner = "ProgressThompson.tell_local_steps"
-        arms = self._told_arms(arms, "tell_local_steps")
         k = check_array(steps, "steps", owner, shape=(self._shape[0],))
         if np.any(k <= 0):
             raise fail("steps", owner, "local steps > 0", k)

@@ -27,7 +27,7 @@ enters a discounted least-squares fit of :math:`\theta = (S^2, \tau^2)`; the pos
 approximated as :math:`\mathcal N(\hat\theta, \hat\phi A^{-1})`, A the weighted normal matrix and
 :math:`\hat\phi` the weighted residual variance (so drift of w widens it).
 
-**A second statistic of a round** (a subclass with ``uses_weighted_spread = True``; off here).
+**A second statistic of a round** (a subclass whose ``reads`` adds ``"weighted_spread"``; off here).
 Where the parts' weights differ within a round, their weighted spread
 :math:`Q = \sum_i\omega_i\|g_i - \bar g\|^2` weighs :math:`S^2` and :math:`\tau^2` otherwise
 than the pair sum (:math:`\mathbb E\,Q`: :func:`~eegrad.spread.sums_design`), so that the two
@@ -157,7 +157,7 @@ class SpreadThompson(Selector):
     """
 
     uses_statistics = False
-    uses_parts = True
+    reads = frozenset({"spread"})
     keeps_memory = True
 
     def __init__(
