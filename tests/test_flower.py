@@ -98,15 +98,17 @@ def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
 
 
 def _told_rounds_left(monkeypatch):
-    """The rounds left every ProgressThompson is told, in order (a spy on tell_rounds_left)."""
+    """The rounds left every ProgressThompson takes from the outlook of its asks, in order (a
+    spy on _look_ahead: a rule that does not weigh them keeps none)."""
     told = []
-    tell = ProgressThompson.tell_rounds_left
+    look = ProgressThompson._look_ahead
 
-    def spy(self, rounds):
-        told.append(rounds)
-        tell(self, rounds)
+    def spy(self, outlook, owner):
+        look(self, outlook, owner)
+        if self._rounds_left is not None:
+            told.append(self._rounds_left)
 
-    monkeypatch.setattr(ProgressThompson, "tell_rounds_left", spy)
+    monkeypatch.setattr(ProgressThompson, "_look_ahead", spy)
     return told
 
 
@@ -482,18 +484,20 @@ def test_by_default_every_round_steps_by_the_server_lr(monkeypatch):
 
 
 def test_a_rule_that_learns_the_signal_is_told_each_rounds_mean_norm(monkeypatch):
-    # ProgressThompson (uses_signal) is told ‖ū‖² of every round's weighted mean update, after
-    # the round's spread, and its inner product with the last round's, by the estimator the
-    # strategy drives.
+    # ProgressThompson (it reads "signal") is told ‖ū‖² of every round's weighted mean update
+    # in the round's record, beside the round's spread, and its inner product with the last
+    # round's, by the driver the strategy holds.
     told = _told_updates(monkeypatch)
     signals = []
-    original = ProgressThompson.tell_signal
+    original = ProgressThompson.tell_round
 
-    def record(self, arms, mean_norm2, persistence=None):
-        signals.append((int(arms[0]), float(mean_norm2[0]), persistence))
-        return original(self, arms, mean_norm2, persistence)
+    def record(self, evidence):
+        assert evidence.pair_sums is not None  # the spread in the same record
+        signals.append((int(evidence.arms[0]), float(evidence.mean_norm2[0]),
+                        evidence.persistence))  # fmt: skip
+        return original(self, evidence)
 
-    monkeypatch.setattr(ProgressThompson, "tell_signal", record)
+    monkeypatch.setattr(ProgressThompson, "tell_round", record)
     strategy = _strategy(selector=ProgressThompson(population=K, noise_order=2))
     _start(strategy, LocalGrid(_app(), K, seed=2), 6)
     assert len(signals) == len(told) == 6
@@ -545,17 +549,17 @@ class _Told(list):
 
 def _spy_local_steps(monkeypatch):
     told = _Told()
-    original = ProgressThompson.tell_local_steps
+    original = ProgressThompson._note_local_steps  # what tell_round does with a record's steps
 
-    def record(self, arms, steps):
+    def record(self, arms, steps, owner):
         told.append((int(arms[0]), float(steps[0])))
         rounds.append(self.rounds + 1)  # the round told: the rounds recorded so far, plus one
-        return original(self, arms, steps)
+        return original(self, arms, steps, owner)
 
     rounds = []
     told.rounds = rounds
 
-    monkeypatch.setattr(ProgressThompson, "tell_local_steps", record)
+    monkeypatch.setattr(ProgressThompson, "_note_local_steps", record)
     return told
 
 

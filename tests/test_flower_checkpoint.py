@@ -243,3 +243,21 @@ def test_a_private_run_with_the_users_spread_rule_resumes_and_leaves_the_rule_as
     assert full.selector.release_noise is not None
     assert second.records == full.records
     np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())
+
+
+def test_a_checkpoint_of_the_earlier_layout_is_refused_with_what_to_do(tmp_path):
+    # The earlier layout held the rule in a GradientEstimator under "estimator"; the rule's
+    # driver is "rule" now. Such a checkpoint is refused naming both, and how to go on.
+    from eegrad.checkpoint import write_checkpoint
+
+    ck = tmp_path / "run.npz"
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 2)
+    tree, arrays = read_checkpoint(ck)
+    fields = tree["state"]["__dict__"]
+    fields["estimator"] = fields.pop("rule")
+    write_checkpoint(ck, tree, arrays)
+    with pytest.raises(CheckpointError, match=r"another version of eegrad.flower: its state has "
+                                              r"no 'rule' and has 'estimator' instead\. Resume "
+                                              r"it with the version that wrote it, or remove "
+                                              r"it"):  # fmt: skip
+        _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)

@@ -89,6 +89,8 @@ class _Capture:
             return [self.value(v) for v in x]
         if isinstance(x, tuple):
             return {"__tuple__": [self.value(v) for v in x]}
+        if isinstance(x, frozenset) and all(isinstance(v, str) for v in x):
+            return {"__frozenset__": sorted(x)}  # e.g. what a rule reads
         if isinstance(x, dict):
             if all(isinstance(k, str) for k in x):
                 return {"__dict__": {k: self.value(v) for k, v in x.items()}}
@@ -183,6 +185,8 @@ class _Restore:
             return _generator(tree, fresh)
         if "__slice__" in tree:
             return slice(*tree["__slice__"])
+        if "__frozenset__" in tree:
+            return frozenset(tree["__frozenset__"])
         if "__tuple__" in tree:
             old = fresh if isinstance(fresh, tuple) and len(fresh) == len(tree["__tuple__"]) \
                 else [None] * len(tree["__tuple__"])  # fmt: skip

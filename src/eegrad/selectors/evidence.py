@@ -116,8 +116,8 @@ class RoundEvidence:
 
     def given(self) -> list[str]:
         """The names of the fields given (not None; ``noisy`` where True), for messages."""
-        return [f.name for f in fields(self)
-                if f.name != "arms" and getattr(self, f.name) not in (None, False)]  # fmt: skip
+        return [f.name for f in fields(self) if f.name != "arms"
+                and getattr(self, f.name) is not None and getattr(self, f.name) is not False]
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,10 @@ class ProgressThompson(SpreadThompson):
     array([19])
     """
 
+    #: What every objective reads of a round (each adds its outlook, :attr:`reads` of an
+    #: instance).
+    reads = frozenset({"spread", "signal", "local_steps"})
+
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, objective: str = "decrease",
@@ -288,7 +292,7 @@ class ProgressThompson(SpreadThompson):
         self.objective = objective
         #: The spread, the signal and the local steps of each round; before an ask, the
         #: objective's outlook (the costs, the budget left, or the rounds left).
-        self.reads = frozenset({"spread", "signal", "local_steps", *_OUTLOOK[objective]})
+        self.reads = frozenset({*type(self).reads, *_OUTLOOK[objective]})
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
