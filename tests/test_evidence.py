@@ -25,7 +25,8 @@ def test_every_rule_reads_only_known_names():
     assert ProgressThompson(objective="rate").reads >= {"costs", "budget_left"}
     assert "rounds_left" in ProgressThompson(objective="decrease").reads
     assert not ProgressThompson(objective="signal-fraction").reads & {"costs", "rounds_left"}
-    assert SpreadThompson().uses_parts and not EEGrad(beta=4.0, P=1.0).uses_parts
+    assert SpreadThompson().uses_parts
+    assert not EEGrad(beta=4.0, P=1.0).uses_parts
 
 
 def test_a_record_that_lacks_what_the_rule_reads_is_refused_by_name():
@@ -89,7 +90,8 @@ def test_an_outlook_the_rule_does_not_read_is_ignored_and_a_channel_for_it_refus
     rule = ProgressThompson(population=K, objective="signal-fraction")
     rule.init(1, K, D)
     rule.ask(1, outlook=Outlook(costs=np.ones(K), budget_left=3.0, rounds_left=4))
-    assert rule._costs is None and rule._rounds_left is None
+    assert rule._costs is None
+    assert rule._rounds_left is None
     with pytest.raises(ProtocolError, match="'costs' is not in its reads"):
         rule.tell_costs(np.ones(K))
     rate = ProgressThompson(population=K, objective="rate")
