@@ -20,6 +20,7 @@ from eegrad.flower import (
     LocalGrid,
     UnsupportedStrategyError,
     budgeted_train,
+    pulling,
     with_spread_sums,
 )
 from eegrad.flower.inner import LINEAR, REPLIES, inner_kind
@@ -325,10 +326,11 @@ def _alive_replies_app():
 
 
 @pytest.mark.parametrize("inner", [None, "FedAdam", "FedAvg"])
-def test_the_server_holds_one_reply_at_a_time(inner):
-    """Replies pulled one at a time (LocalGrid(deliver="on-pull"), as a SuperLink holds them)
+def test_the_server_holds_one_reply_at_a_time(inner, monkeypatch):
+    """Replies pulled one id at a time (LocalGrid(deliver="on-pull"), as a SuperLink holds them)
     are folded and dropped: when a client runs, no earlier reply of the round is alive; Flower's
     FedAvg alone holds every earlier one (n − 1 at the last client)."""
+    monkeypatch.setattr(pulling, "REPLIES_AT_ONCE", 1)
     n = K
     app, seen = _alive_replies_app()
     if inner == "FedAvg":
@@ -342,3 +344,30 @@ def test_the_server_holds_one_reply_at_a_time(inner):
                             initial_arrays=_model(), num_rounds=3)  # fmt: skip
     assert len(seen) == 3 * n
     assert max(seen) == 0
+
+
+class _CountingGrid(LocalGrid):
+    """A LocalGrid that counts its pull_messages calls and the ids each asks for."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.pulls = []
+
+    def pull_messages(self, message_ids):
+        ids = list(message_ids)
+        self.pulls.append(len(ids))
+        return super().pull_messages(ids)
+
+
+def test_a_poll_asks_for_a_few_ids_a_call_and_the_server_holds_no_more_replies(monkeypatch):
+    # A round of K clients is pulled in ⌈K / at_once⌉ calls of at most at_once ids (not one call
+    # an id: K round trips to a SuperLink each poll), and no more than at_once replies are alive
+    # at once (pulled, not yet folded), whatever n is.
+    at_once = 3
+    monkeypatch.setattr(pulling, "REPLIES_AT_ONCE", at_once)
+    app, seen = _alive_replies_app()
+    grid = _CountingGrid(app, K, seed=2, deliver="on-pull")
+    _eegrad(None).start(grid=grid, initial_arrays=_model(), num_rounds=2)
+    assert grid.pulls == [3, 3, 2] * 2  # K = 8 replies a round
+    assert len(seen) == 2 * K
+    assert 0 < max(seen) <= at_once - 1

@@ -1,12 +1,17 @@
-"""Replies pulled one at a time, so that a server folds each and drops it: memory O(d), not O(n·d).
+"""Replies pulled a few at a time, so that a server folds each and drops it: memory O(d), not
+O(n·d).
 
 Flower's grids answer ``send_and_receive`` with the list of every reply of the round, which a
 server holds while it aggregates (n model copies). :func:`pull_replies` pushes the round's
-messages and then pulls their replies one message id at a time (``Grid.pull_messages([id])``),
-yielding each as it is pulled: a server that folds each reply into running sums and lets it go
-(:class:`~eegrad.flower.EEGradStrategy`, :mod:`eegrad.flower.replies`) then holds one reply at a
-time. :class:`PullingGrid` is a view of a grid whose ``send_and_receive`` does this, for
-Flower's ``Strategy.start`` loop, which hands the replies straight to ``aggregate_train``.
+messages and then pulls their replies in calls of at most :data:`REPLIES_AT_ONCE` message ids
+(``Grid.pull_messages(ids)``, which returns every reply of those ids that has come), yielding
+each as it is pulled: a server that folds each reply into running sums and lets it go
+(:class:`~eegrad.flower.EEGradStrategy`, :mod:`eegrad.flower.replies`) then holds at most
+:data:`REPLIES_AT_ONCE` replies, whatever n is, and a poll of n pending replies makes
+⌈n / :data:`REPLIES_AT_ONCE`⌉ calls to the grid (one a reply would make n round trips to a
+SuperLink every poll). :class:`PullingGrid` is a view of a grid whose ``send_and_receive`` does
+this, for Flower's ``Strategy.start`` loop, which hands the replies straight to
+``aggregate_train``.
 
 A grid that answers synchronously (:class:`~eegrad.flower.LocalGrid`, ``synchronous = True``:
 every reply that will come exists once the pull is asked for) is pulled in one pass, and told the
@@ -28,17 +33,21 @@ from typing import Any
 
 from flwr.app import Message
 
-__all__ = ["POLL_SECONDS", "PullingGrid", "pull_replies"]
+__all__ = ["POLL_SECONDS", "REPLIES_AT_ONCE", "PullingGrid", "pull_replies"]
 
 #: Seconds between two polls of a grid that has not yet every reply.
 POLL_SECONDS = 0.5
+#: The most message ids one pull asks for: the most replies the server holds at once, and
+#: the divisor of a poll's calls to the grid.
+REPLIES_AT_ONCE = 8
 
 
 def pull_replies(grid: Any, messages: Iterable[Message], timeout: float | None = None, *,
-                 poll_seconds: float = POLL_SECONDS) -> Iterator[Message]:  # fmt: skip
+                 poll_seconds: float = POLL_SECONDS,
+                 at_once: int | None = None) -> Iterator[Message]:  # fmt: skip
     """Push ``messages`` now and return an iterator of their replies, one at a time as each is
-    pulled (each message id pulled on its own); it stops when all have come, after one pass for
-    a synchronous grid, or at ``timeout`` seconds (None: no limit). Replies that never come are
+    pulled (``at_once`` message ids a pull, default :data:`REPLIES_AT_ONCE`); it stops when all have come, after one pass for a
+    synchronous grid, or at ``timeout`` seconds (None: no limit). Replies that never come are
     not yielded (the caller names them as timed out)."""
     messages = list(messages)
     synchronous = bool(getattr(grid, "synchronous", False))
@@ -49,7 +58,8 @@ def pull_replies(grid: Any, messages: Iterable[Message], timeout: float | None =
     sent_to = {mid: int(m.metadata.dst_node_id) for mid, m in zip(pending, messages, strict=True)}
     del messages
     end = None if timeout is None else time.monotonic() + timeout
-    return _pulled(grid, pending, sent_to, end, poll_seconds)
+    at_once = REPLIES_AT_ONCE if at_once is None else at_once
+    return _pulled(grid, pending, sent_to, end, poll_seconds, max(1, int(at_once)))
 
 
 def _named_by_destination(reply: Message, node: int) -> Message:
@@ -61,16 +71,18 @@ def _named_by_destination(reply: Message, node: int) -> Message:
 
 
 def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float | None,
-            poll_seconds: float) -> Iterator[Message]:  # fmt: skip
+            poll_seconds: float, at_once: int) -> Iterator[Message]:  # fmt: skip
     synchronous = bool(getattr(grid, "synchronous", False))
     while pending:
         came = set()
-        for mid in pending:
-            replies = list(grid.pull_messages([mid]))
-            if replies:
+        for i in range(0, len(pending), at_once):
+            replies = list(grid.pull_messages(pending[i:i + at_once]))
+            replies.reverse()
+            while replies:
+                reply = replies.pop()
+                mid = _answered(reply, pending[i:i + at_once])
                 came.add(mid)
-                reply = _named_by_destination(replies.pop(), sent_to[mid])
-                del replies
+                reply = _named_by_destination(reply, sent_to[mid])
                 yield reply
                 del reply  # the caller has folded it: nothing of it is kept here
         pending = [m for m in pending if m not in came]
@@ -80,17 +92,31 @@ def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float |
             time.sleep(poll_seconds)
 
 
+def _answered(reply: Message, asked: list[str]) -> str:
+    """The id of the message ``reply`` answers: its ``reply_to_message_id``, or where a grid
+    leaves that empty (a SuperLink's error reply for an unavailable node may), the one id asked
+    for."""
+    mid = str(reply.metadata.reply_to_message_id or "")
+    if mid in asked:
+        return mid
+    if len(asked) == 1:
+        return asked[0]
+    raise ValueError(f"A reply pulled for the messages {asked} answers none of them "
+                     f"(reply_to_message_id {mid!r}).")
+
+
 class PullingGrid:
     """A view of a Flower ``Grid`` whose ``send_and_receive`` yields the replies one at a time
     (:func:`pull_replies`); every other call goes to the grid."""
 
-    def __init__(self, grid: Any):
+    def __init__(self, grid: Any, at_once: int | None = None):
         self._grid = grid
+        self._at_once = at_once
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterator[Message]:  # fmt: skip
         """Push the messages and yield their replies as they are pulled (Grid API)."""
-        return pull_replies(self._grid, messages, timeout)
+        return pull_replies(self._grid, messages, timeout, at_once=self._at_once)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._grid, name)
