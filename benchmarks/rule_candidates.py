@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from eegrad import ProgressThompson
+from eegrad import BudgetThompson, ProgressThompson
 from eegrad.examples import scorecard
 from eegrad.selectors.progress import nonnegative_minimum
 
@@ -197,7 +197,28 @@ class ScalarRate(ProgressThompson):
         return np.where(ok[:, None], rate, base)
 
 
-class EndInModel(ProgressThompson):
+class Horizon(BudgetThompson):
+    r"""``horizon`` (a total budget; the default rule's objective before the rate): the excess
+    loss left when the budget left is spent on rounds of n alone, on the rate's quadratic,
+    :math:`H_n = B_{left}/c_n` rounds: the least
+    :math:`\rho^{H_n} + (1-\sqrt\rho)^2 (v_n/s)(1-\rho^{H_n})/(1-\rho)`. Not the best
+    policy of its own model: with much budget left every n reaches its floor by the end, and
+    it asks the least noise long before the noise matters."""
+
+    def horizon_loss(self, noise: np.ndarray) -> np.ndarray:
+        """The excess loss left, relative to today's, shape (R, N) (NaN where unknown)."""
+        rho, injected = self._quadratic_round(noise)
+        H = self._budget_left / self._costs[None, :]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            decay = rho**H
+            floor = injected * (1.0 - decay) / (1.0 - rho)
+        return decay + floor
+
+    def rate_of_decrease(self, noise: np.ndarray) -> np.ndarray:
+        return -self.horizon_loss(noise)
+
+
+class EndInModel(BudgetThompson):
     """``end-model`` (a total budget; one realization, as a strategy's rule): the last round
     chosen in the rate's own scalar model. Where a round could end the run, compare ending it
     now on the most clients affordable with k more rounds of the rate's arm and then the most
@@ -440,8 +461,8 @@ PER_ROUND: dict[str, type[ProgressThompson]] = {
 
 CANDIDATES: dict[str, Callable[[Any], ProgressThompson]] = {
     **{name: per_round(cls) for name, cls in PER_ROUND.items()},
-    "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2,
-                                        objective="rate"),
+    "end-model": lambda fed: EndInModel(population=fed.K, spend=np.ones(fed.N), noise_order=2),
+    "horizon": lambda fed: Horizon(population=fed.K, spend=np.ones(fed.N), noise_order=2),
 }
 
 

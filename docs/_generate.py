@@ -79,6 +79,8 @@ API_SECTIONS = [
     ("Objectives", "eegrad.objectives"),
     ("Mini-batch oracles", "eegrad.oracle"),
     ("Selection rules", "eegrad.selectors"),
+    ("What a rule is told", "eegrad.selectors.evidence"),
+    ("The fitted models of progress", "eegrad.selectors.progress"),
     ("Checking a rule", "eegrad.testing"),
     ("Estimates and SGD", "eegrad"),
     ("Your own training loop", "eegrad.loop"),

@@ -123,7 +123,7 @@ def test_grow_and_decay_double_at_each_quarter_of_the_budget():
 
 def test_the_noise_scale_rule_asks_the_n_nearest_to_the_critical_one():
     """n* = v_1 / s_1 (McCandlish et al.): with v_1 = 12 and s_1 = 2, n* = 6 of N = 10."""
-    rule = NoiseScaleRule(population=10, spend=np.ones(10), objective="rate")
+    rule = NoiseScaleRule(population=10, spend=np.ones(10))
     rule.init(1, 10, 3)
     v = 12.0 / np.arange(1, 11)
     rule.predicted = lambda: v[None, :]

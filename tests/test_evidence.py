@@ -5,7 +5,7 @@ the rule what the separate channels gave."""
 import numpy as np
 import pytest
 
-from eegrad import EEGrad, FixedArm, ProgressThompson, SpreadThompson
+from eegrad import BudgetThompson, EEGrad, FixedArm, ProgressThompson, SpreadThompson
 from eegrad.selectors.base import ProtocolError
 from eegrad.selectors.evidence import READS, Outlook, RoundEvidence
 from eegrad.spread import pair_sum
@@ -19,12 +19,12 @@ def _parts(rng, n):
 
 def test_every_rule_reads_only_known_names():
     for rule in (EEGrad(beta=4.0, P=1.0), FixedArm(2), SpreadThompson(population=K),
-                 *(ProgressThompson(population=K, objective=o) for o in
-                   ("decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate"))):
+                 ProgressThompson(population=K), BudgetThompson(population=K)):  # fmt: skip
         assert rule.reads <= READS, rule
-    assert ProgressThompson(objective="rate").reads >= {"costs", "budget_left"}
-    assert "rounds_left" in ProgressThompson(objective="decrease").reads
-    assert not ProgressThompson(objective="signal-fraction").reads & {"costs", "rounds_left"}
+    assert BudgetThompson().reads >= {"costs", "budget_left"}
+    assert "rounds_left" not in BudgetThompson().reads
+    assert "rounds_left" in ProgressThompson().reads
+    assert not ProgressThompson().reads & {"costs", "budget_left"}
     assert SpreadThompson().uses_parts
     assert not EEGrad(beta=4.0, P=1.0).uses_parts
 
@@ -56,15 +56,14 @@ def test_one_record_equals_the_separate_channels():
     # The local steps, the pair sums and the signal told in one record leave the rule as the
     # three separate calls did (same order: steps, spread, signal), round after round.
     rng = np.random.default_rng(0)
-    one, three = (ProgressThompson(population=K, objective="decrease-per-cost")
-                  for _ in range(2))  # fmt: skip
+    one, three = (BudgetThompson(population=K) for _ in range(2))
     for rule in (one, three):
         rule.init(1, K, D)
     costs = np.arange(1.0, K + 1)
     last = None
     for t in range(1, 12):
-        a1 = one.ask(t, outlook=Outlook(costs=costs))
-        three.tell_costs(costs)
+        a1 = one.ask(t, outlook=Outlook(costs=costs, budget_left=100.0 - t))
+        three.tell_costs(costs, budget_left=100.0 - t)
         a3 = three.ask(t)
         np.testing.assert_array_equal(a1, a3)
         n = int(a1[0]) + 1
@@ -87,14 +86,20 @@ def test_one_record_equals_the_separate_channels():
 
 
 def test_an_outlook_the_rule_does_not_read_is_ignored_and_a_channel_for_it_refused():
-    rule = ProgressThompson(population=K, objective="signal-fraction")
+    rule = BudgetThompson(population=K)
     rule.init(1, K, D)
-    rule.ask(1, outlook=Outlook(costs=np.ones(K), budget_left=3.0, rounds_left=4))
-    assert rule._costs is None
-    assert rule._rounds_left is None
+    rule.ask(1, outlook=Outlook(rounds_left=4))
+    assert not hasattr(rule, "_rounds_left")
+    with pytest.raises(ProtocolError, match="'rounds_left' is not in its reads"):
+        rule.tell_rounds_left(4)
+    progress = ProgressThompson(population=K)
+    progress.init(1, K, D)
+    progress.ask(1, outlook=Outlook(costs=np.ones(K), budget_left=3.0, rounds_left=4))
+    assert progress._rounds_left == 4
+    assert not hasattr(progress, "_costs")
     with pytest.raises(ProtocolError, match="'costs' is not in its reads"):
-        rule.tell_costs(np.ones(K))
-    rate = ProgressThompson(population=K, objective="rate")
+        progress.tell_costs(np.ones(K))
+    rate = BudgetThompson(population=K)
     rate.init(1, K, D)
     with pytest.raises(ValueError, match="'costs'"):
         rate.ask(1, outlook=Outlook(costs=-np.ones(K), budget_left=3.0))

@@ -1,12 +1,12 @@
 """ProgressThompson: its estimators (the signal's curve, the curvature from the persistence of
 consecutive round means) against the closed forms of the quadratic model, and its choices."""
 
-import itertools
 
 import numpy as np
 import pytest
 
 from eegrad import (
+    BudgetThompson,
     GradientEstimator,
     InvalidParameterError,
     ProgressThompson,
@@ -94,9 +94,6 @@ def test_progress_closed_form_and_its_limits():
     s2, v2 = np.array([[4.0, 1.0]]), np.array([[2.0, 0.0]])
     assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.25, 0.5]])))) == 1
     assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.025, 0.05]])))) == 0
-    # The signal-fraction objective: x s/(s + v).
-    np.testing.assert_allclose(ProgressThompson.signal_fraction_progress(s2, v2),
-                               [[2.0 * 4.0 / 6.0, 1.0]])  # fmt: skip
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -383,8 +380,7 @@ def test_rounds_left_errors():
         with pytest.raises(TypeError, match="'rounds'.*an integer"):
             rule.tell_rounds_left(bad)
     assert rule.uses_rounds_left
-    for other in (ProgressThompson(population=K, objective="horizon"),
-                  SpreadThompson(population=K)):  # fmt: skip
+    for other in (BudgetThompson(population=K), SpreadThompson(population=K)):
         assert not other.uses_rounds_left
         other.init(1, K, D)
         with pytest.raises(ProtocolError, match="not in its reads"):
@@ -396,9 +392,9 @@ def test_rounds_left_errors():
         est.tell_rounds_left(4)
 
 
-@pytest.mark.parametrize("objective", ["decrease", "signal-fraction"])
-def test_progress_rule_keeps_the_rule_contract(objective):
-    check_rule(ProgressThompson(population=50, noise_order=2, objective=objective))
+@pytest.mark.parametrize("rule_class", [ProgressThompson, BudgetThompson])
+def test_progress_rules_keep_the_rule_contract(rule_class):
+    check_rule(rule_class(population=50, noise_order=2))
 
 
 def test_progress_rule_errors_and_params():
@@ -406,6 +402,10 @@ def test_progress_rule_errors_and_params():
         ProgressThompson(signal_degree=3)
     with pytest.raises(InvalidParameterError, match="objective"):
         ProgressThompson(objective="fastest")
+    # the total budget's rate is a rule of its own, and the error says which
+    with pytest.raises(InvalidParameterError, match=r"'objective' parameter of ProgressThompson "
+                                                    r".*eegrad\.BudgetThompson's"):  # fmt: skip
+        ProgressThompson(objective="rate")
     with pytest.raises(InvalidParameterError, match="shape_discount"):
         ProgressThompson(shape_discount=0.0)
     rule = _rule()
@@ -558,225 +558,6 @@ def test_local_steps_are_told_through_the_estimator():
         rule.tell_local_steps(np.array([0]), np.array([0.0]))
     with pytest.raises(InvalidParameterError, match="'arms'"):
         rule.tell_local_steps(np.array([K]), np.array([1.0]))
-
-
-def _per_cost_world(seed, K=20, d=6, sigma_b2=2.0, tau2=4.0):
-    """Clients that train their own way: part k is m_k + e (e of trace τ²), the means m_k
-    spread with σ_b² = Σ‖m_k − m̄‖²/(K − 1) around m̄ of norm 1."""
-    rng = np.random.default_rng(500 + seed)
-    m = rng.standard_normal((K, d))
-    m -= m.mean(axis=0)
-    m *= np.sqrt(sigma_b2 * (K - 1) / (m**2).sum())
-    centre = np.zeros(d)
-    centre[0] = 1.0
-    return rng, m + centre, tau2
-
-
-def test_per_cost_objective_against_the_closed_forms():
-    """The total-budget mode's rule: every client trains its own way, so the arms share one
-    per-client update (equal spends) and a round of n costs c_n = n + D₀. Closed forms: signal
-    s = ‖m̄‖², noise v_n = σ_b²(1/n − 1/K) + τ²/n (σ_b² between the clients' means, τ² within);
-    with Λ = 1/(2√s) (no persistence told) the decrease is D_n = (s − v_n)/(2√s) and the best
-    rate argmax D_n/c_n. With equal client weights the spread identifies σ² = σ_b² + τ², not
-    its split, so a fit of v_n is known to lie in [σ²(1/n − 1/K), σ²/n] (as v_n does). Over 12
-    seeds of 300 rounds: the fitted signal is within 4 SE (over seeds) of s, and the fitted
-    noise of every arm within that interval, each with 5 % for the plug-in (the fits' memory is
-    finite: discount 0.98); in the last 100 rounds at least 70 % of the picks have a closed-form
-    rate within 5 % of the best."""
-    K, d, D0, rounds = 20, 6, 5.0, 300
-    ns = np.arange(1, K + 1)
-    cost = ns + D0
-    noise_fits, signal_fits, good = [], [], []
-    for seed in range(12):
-        rng, m, tau2 = _per_cost_world(seed, K, d)
-        s = float(np.sum(m.mean(axis=0) ** 2))
-        sb2 = float(((m - m.mean(axis=0)) ** 2).sum() / (K - 1))
-        v = sb2 * (1 / ns - 1 / K) + tau2 / ns
-        rate = (s - v) / cost
-        near = rate >= 0.95 * rate.max()
-        rule = ProgressThompson(discount=0.98, population=K, spend=np.ones(K), seed=seed,
-                                objective="decrease-per-cost")  # fmt: skip
-        rule.init(1, K, d)
-        for t in range(1, rounds + 1):
-            rule.tell_costs(cost)
-            arm = rule.ask(t)
-            n = int(arm[0]) + 1
-            parts = m[rng.choice(K, n, replace=False)] + rng.standard_normal((n, d)) * np.sqrt(
-                tau2 / d)  # fmt: skip
-            rule.tell_parts(arm, parts[None], np.ones((1, n)))
-            rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
-            if t > rounds - 100:
-                good.append(near[n - 1])
-        sigma2 = sb2 + tau2
-        low, high = sigma2 * (1 / ns - 1 / K), sigma2 / ns
-        assert np.all((low <= v) & (v <= high))
-        noise_fits.append(rule.predicted()[0])
-        signal_fits.append(rule.signal()[0, 0] / s)
-        bounds = (low, high)
-    signal_fits = np.array(signal_fits)
-    se = signal_fits.std(ddof=1) / np.sqrt(signal_fits.size)
-    assert abs(signal_fits.mean() - 1.0) < 4 * se + 0.05, (signal_fits.mean(), se)
-    fits = np.array(noise_fits)
-    mean, se = fits.mean(axis=0), fits.std(axis=0, ddof=1) / np.sqrt(len(fits))
-    low, high = bounds  # the same σ² in every seed's world (the spread is scaled to it)
-    assert np.all(mean >= low * 0.95 - 4 * se), (mean, low)
-    assert np.all(mean <= high * 1.05 + 4 * se), (mean, high)
-    assert np.mean(good) >= 0.7, np.mean(good)
-
-
-def test_per_cost_objective_needs_costs_and_takes_them_only_when_chosen():
-    rule = ProgressThompson(population=5, objective="decrease-per-cost")
-    with pytest.raises(ProtocolError, match="before init"):
-        rule.tell_costs(np.ones(5))
-    rule.init(1, 5, 2)
-    with pytest.raises(InvalidParameterError, match="'costs'"):
-        rule.tell_costs(np.array([1.0, 0.0, 1.0, 1.0, 1.0]))
-    other = ProgressThompson(population=5)
-    other.init(1, 5, 2)
-    assert not other.uses_costs
-    with pytest.raises(ProtocolError, match="not in its reads"):
-        other.tell_costs(np.ones(5))
-
-
-def _contracting_signal_run(seed, K, d, rho, cost, objective, budget_left):
-    """150 rounds of the per-cost test's clients whose signal's level contracts by ρ a round
-    (the round mean's expectation shrinks by √ρ), each round told the costs and the budget
-    left; the rule after them."""
-    rng, m, tau2 = _per_cost_world(seed, K, d, sigma_b2=0.05, tau2=0.1)
-    rule = ProgressThompson(discount=0.9, population=K, spend=np.ones(K), seed=seed,
-                            objective=objective)  # fmt: skip
-    rule.init(1, K, d)
-    for t in range(1, 151):
-        rule.tell_costs(cost, budget_left=budget_left)
-        arm = rule.ask(t)
-        n = int(arm[0]) + 1
-        scale = rho ** (t / 2)
-        parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
-            (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
-        rule.tell_parts(arm, parts[None], np.ones((1, n)))
-        rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
-    return rule
-
-
-def test_horizon_objective_measures_the_contraction_and_follows_its_closed_form():
-    """A signal whose level contracts by ρ = 0.97 a round (the round mean's expectation
-    shrinks by √ρ), clients as in the per-cost test, a round of n costing n + 5 and a budget
-    left of 300: over 8 seeds the measured contraction is within 4 SE (over seeds) of ρ, plus
-    0.01 for the smoothing's lag; the objective equals its closed form
-    ρ̂^H + (1 − √ρ̂)² (v_n/s)(1 − ρ̂^H)/(1 − ρ̂), H = 300/c_n, from the rule's own ρ̂, v and s;
-    and the rule asks the n that minimises it."""
-    K, d, rho = 20, 6, 0.97
-    ns = np.arange(1, K + 1)
-    cost = ns + 5.0
-    measured = []
-    for seed in range(8):
-        rule = _contracting_signal_run(seed, K, d, rho, cost, "horizon", 300.0)
-        r = float(rule.contraction()[0])
-        measured.append(r)
-        v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
-        H = 300.0 / cost
-        closed = r**H + (1 - np.sqrt(r)) ** 2 * (v / s) * (1 - r**H) / (1 - r)
-        np.testing.assert_allclose(rule.horizon_loss(rule.predicted())[0], closed, rtol=1e-10)
-        rule.tell_costs(cost, budget_left=300.0)
-        assert int(rule.ask(151)[0]) == int(np.argmin(closed))
-    measured = np.array(measured)
-    se = measured.std(ddof=1) / np.sqrt(measured.size)
-    assert abs(measured.mean() - rho) < 4 * se + 0.01, (measured.mean(), se)
-
-
-def test_rate_objective_follows_its_closed_form():
-    """The horizon test's signal (ρ = 0.97 a round) and clients: after 150 rounds the
-    ``"rate"`` objective equals (1 − ρ̂ − (1 − √ρ̂)² v_n/s)/c_n from the rule's own ρ̂, v and
-    s, the rule asks its largest, and it does not depend on the budget left; while the noise
-    is far below the level's floor the cheapest round, n = 1."""
-    K, d, rho = 20, 6, 0.97
-    cost = np.arange(1, K + 1) + 5.0
-    for seed in range(3):
-        rule = _contracting_signal_run(seed, K, d, rho, cost, "rate", 1e6)
-        r = float(rule.contraction()[0])
-        v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
-        closed = (1 - r - (1 - np.sqrt(r)) ** 2 * v / s) / cost
-        np.testing.assert_allclose(rule.rate_of_decrease(rule.predicted())[0], closed,
-                                   rtol=1e-10)  # fmt: skip
-        for budget in (1e6, 300.0):
-            rule.tell_costs(cost, budget_left=budget)
-            np.testing.assert_allclose(rule._objective(rule.predicted())[0], closed, rtol=1e-10)
-        assert int(rule.ask(151)[0]) == int(np.argmax(closed)) == 0
-
-
-def test_rate_is_the_best_policy_of_its_scalar_model():
-    """E' = ρE + q_n at cost c_n (ρ = 0.95, q_n = 0.02/n, c_n = n + 2): over a budget of 300,
-    the policy that asks the steepest descent of E per unit of cost, (q_n − (1 − ρ)E)/c_n,
-    ends no higher than any fixed n, nor than any of 200 random schedules; and it asks the
-    cheapest round far from the floor and more clients near it."""
-    rho, N, budget = 0.95, 20, 300.0
-    ns = np.arange(1, N + 1)
-    q, c = 0.02 / ns, ns + 2.0
-
-    def run(policy):
-        E, left, asked = 1.0, budget, []
-        while left >= c.min():
-            n = policy(E, left)
-            n = n if c[n] <= left else int(np.flatnonzero(c <= left).max())
-            E, left = rho * E + q[n], left - c[n]
-            asked.append(n)
-        return E, asked
-
-    greedy, asked = run(lambda E, left: int(np.argmin((q - (1 - rho) * E) / c)))
-    assert asked[0] == 0  # the cheapest round far from the floor
-    assert max(asked) > 0  # more clients near it
-    for n in range(N):
-        assert greedy <= run(lambda E, left, n=n: n)[0] + 1e-12
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        draws = iter(rng.integers(0, N, 400))
-        assert greedy <= run(lambda E, left, draws=draws: int(next(draws)))[0] + 1e-12
-
-
-def test_the_budget_objectives_end_the_run_on_the_most_clients_it_affords():
-    """Rounds of n costing n + 4 (the cheapest 5): a round of n ends the run where c_n <= B
-    and B − c_n < 5, and the rule asks the largest such n, in its warm-up too: B = 24.5 → n =
-    20 (c = 24), B = 20 → 16, B = 9 → 5, B = 5 → 1; where no round can end the run (B = 30:
-    every round leaves 6 or more), the horizon's choice (the warm-up's n = 2); before the
-    costs are told, none."""
-    K = 20
-    cost = np.arange(1, K + 1) + 4.0
-    for (budget, n), objective in itertools.product(
-            ((24.5, 20), (20.0, 16), (9.0, 5), (5.0, 1), (30.0, None), (4.0, None)),
-            ("horizon", "rate")):  # fmt: skip
-        rule = ProgressThompson(population=K, spend=np.ones(K), objective=objective)
-        rule.init(1, K, 3)
-        assert rule.last_round_arm() is None
-        rule.tell_costs(cost, budget_left=budget)
-        assert rule.last_round_arm() == (None if n is None else n - 1), budget
-        if budget >= 5.0:
-            assert int(rule.ask(1)[0]) == (1 if n is None else n - 1), budget
-        # last_round=False: the objective's choice to the end (the warm-up's n = 2)
-        keep = ProgressThompson(population=K, spend=np.ones(K), objective=objective,
-                                last_round=False)  # fmt: skip
-        keep.init(1, K, 3)
-        keep.tell_costs(cost, budget_left=budget)
-        if budget >= 5.0:
-            assert int(keep.ask(1)[0]) == 1, budget
-
-
-def test_last_round_must_be_a_bool():
-    with pytest.raises(TypeError, match="'last_round' parameter of ProgressThompson must be a bool"):
-        ProgressThompson(objective="rate", last_round="no")
-    assert ProgressThompson(objective="rate", last_round=False).get_params()["last_round"] is False
-
-
-def test_the_cost_objectives_warm_up_on_two_clients_unless_told_otherwise():
-    rate = ProgressThompson(population=20, objective="rate")
-    rate.init(1, 20, 3)
-    assert rate.warmup_arms == [1, 1, 1]  # three rounds of two clients
-    told = ProgressThompson(population=20, objective="rate", warmup=[4, 4])
-    told.init(1, 20, 3)
-    assert told.warmup_arms == [3, 3]
-    assert told.get_params()["warmup"] == [4, 4]
-    decrease = ProgressThompson(population=20)
-    decrease.init(1, 20, 3)
-    assert decrease.warmup_arms == [19, 1, 5]
 
 
 @pytest.mark.parametrize("rule_class", [SpreadThompson, ProgressThompson])

@@ -27,6 +27,7 @@ from .oracle import (
 from .rounds import GradientEstimate, estimate_gradient
 from .selectors import (
     KLLCB,
+    BudgetThompson,
     ChiSquareLCB,
     EEGrad,
     FixedArm,
@@ -58,6 +59,7 @@ __all__ = [
     "KLLCB",
     "ArmStatistics",
     "Arms",
+    "BudgetThompson",
     "CallableOracle",
     "ChiSquareLCB",
     "EEGrad",

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from ..selectors.base import Selector
+from ..selectors.budget import BudgetThompson
 from ..selectors.evidence import Outlook
 from ..selectors.progress import ProgressThompson
 
@@ -102,13 +103,11 @@ class BudgetSchedule(Selector):
         return np.full(self._shape[0], arm, dtype=np.int64)
 
 
-class NoiseScaleRule(ProgressThompson):
-    r"""eegrad's default rule with its objective replaced by the gradient noise scale: after
-    the same warm-up, each round asks the n nearest (on a log scale) to
+class _NoiseScale:
+    r"""The objective of the gradient noise scale: the n nearest (on a log scale) to
     :math:`n^* = v_1 / s_1`, where :math:`v_1` is the fitted variance of one client's update
     and :math:`s_1` the fitted squared norm of its mean (McCandlish et al.'s
-    :math:`B_\text{noise} = \operatorname{tr}\Sigma / \lVert G\rVert^2`, in clients); the
-    run's last round as the default's. An ablation: the same fitted signal, another use."""
+    :math:`B_\text{noise} = \operatorname{tr}\Sigma / \lVert G\rVert^2`, in clients)."""
 
     def critical_n(self) -> np.ndarray:
         """:math:`n^*` per realization (NaN before a fit)."""
@@ -122,6 +121,16 @@ class NoiseScaleRule(ProgressThompson):
         n = np.arange(1, N + 1, dtype=np.float64)[None, :]
         value = -np.abs(np.log(n) - np.log(np.clip(target, 1.0, N))[:, None])
         return np.where(np.isfinite(value), value, 0.0)
+
+
+class NoiseScaleRule(_NoiseScale, BudgetThompson):
+    """eegrad's default rule of a total budget with its objective replaced by the gradient
+    noise scale: the same fits and warm-up, then the n nearest :math:`n^*`; the run's last
+    round as the default's. An ablation: the same fitted signal, another use."""
+
+
+class NoiseScaleRoundRule(_NoiseScale, ProgressThompson):
+    """The same ablation of eegrad's default rule of B a round (:class:`~eegrad.ProgressThompson`)."""
 
 
 def isp_choice(mean_losses: dict[int, float], reference: float, history: list[int],

@@ -28,6 +28,7 @@ from ..results import atomic_write_bytes, write_table
 from .data import Dataset, load, partition
 from .methods import (
     BudgetSchedule,
+    NoiseScaleRoundRule,
     NoiseScaleRule,
     guess_n,
     make_isp,
@@ -229,7 +230,7 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
         spend = (per_client_spend(fed.budget, fed.aggregation, np.arange(1, N + 1))
                  if per_round else np.ones(N))  # fmt: skip
         rule = default_rule(fed.K, spend, per_cost=not per_round)
-        selector = NoiseScaleRule(**rule.get_params())
+        selector = (NoiseScaleRoundRule if per_round else NoiseScaleRule)(**rule.get_params())
     return EEGradStrategy(aggregation=fed.aggregation, selector=selector,
                           strategy=FedAvg(fraction_evaluate=0.0),
                           rng=np.random.SeedSequence([seed, 31]), min_available_nodes=fed.K,

@@ -70,7 +70,7 @@ from .._validation import (
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..results import append_row, evaluations_beside, write_table
-from ..selectors import ProgressThompson, Selector, SpreadThompson
+from ..selectors import BudgetThompson, ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
@@ -138,15 +138,14 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     :class:`~eegrad.SpreadThompson` (``noise_order=2``) told it: the release's noise buries
     the signal there, and the least noise is the rule's aim (measured on the scorecard of
     federations, ``eegrad example flower-scorecard``; the federated guide). ``per_cost`` (a
-    total budget, whose rounds cost more with more clients): :class:`~eegrad.ProgressThompson`
-    with the objective ``"rate"`` (the largest decrease of the excess loss per unit of cost;
+    total budget, whose rounds cost more with more clients): :class:`~eegrad.BudgetThompson`
+    (the largest decrease of the excess loss per unit of cost;
     the run's last round asks the most clients the budget left affords), the release's noise
     told where there is one.
     """
     if per_cost:  # a total budget: the decrease per unit of cost, the release's noise known
-        return ProgressThompson(population=population, spend=spend, discount=discount,
-                                noise_order=DEFAULT_NOISE_ORDER, objective="rate",
-                                release_noise=release_noise)  # fmt: skip
+        return BudgetThompson(population=population, spend=spend, discount=discount,
+                              noise_order=DEFAULT_NOISE_ORDER, release_noise=release_noise)
     extra = {} if release_noise is None else {"release_noise": release_noise}
     return _default_rule_class(release_noise is not None)(
         population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER, discount=discount,
@@ -162,7 +161,7 @@ def default_rule_name(private: bool, per_cost: bool = False) -> str:
     """How a checkpoint's fingerprint names the default every-round rule (a run saved under
     an earlier default is refused by name, not resumed with another rule)."""
     if per_cost:
-        return (f"default (ProgressThompson, rate, noise_order={DEFAULT_NOISE_ORDER}, "
+        return (f"default (BudgetThompson, noise_order={DEFAULT_NOISE_ORDER}, "
                 "local-steps curve, last round the most clients affordable)")  # fmt: skip
     cls = _default_rule_class(private)
     curve = (", local-steps curve, curvature over sqrt(rounds left), shrunk by its evidence "
@@ -206,7 +205,7 @@ class EEGradStrategy(Strategy):
         share and train as they always do; a round of n costs its clients' reported costs
         (``round_cost``) plus D(n); n is chosen for the decrease of the loss per unit of cost,
         and the last round for the final model (the default rule:
-        :class:`~eegrad.ProgressThompson` with ``objective="rate"``),
+        :class:`~eegrad.BudgetThompson`),
         among the n the budget left affords even if its
         clients cost as much as the costliest seen; the run ends before a round it cannot
         afford so (give a ``num_rounds`` large enough to spend the budget), and the records

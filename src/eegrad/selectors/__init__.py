@@ -2,6 +2,7 @@
 
 from .base import IndexSelector, ProtocolError, Selector
 from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
+from .budget import BudgetThompson
 from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
 from .memory import MemoryRule
@@ -22,6 +23,7 @@ from .spread import SpreadThompson
 __all__ = [
     "DEFAULT_RULE",
     "KLLCB",
+    "BudgetThompson",
     "ChiSquareLCB",
     "EEGrad",
     "FixedArm",

@@ -1,4 +1,13 @@
-r"""A rule that chooses the n whose round makes the most progress, not only the least noise.
+r"""The progress of a round: the fitted models a rule of progress reads, and the per-round rule.
+
+:class:`ProgressFit` fits, from each round's record, the noise of every n (the spread rule's
+fit), the signal of every n (the squared length of its expected update) and the curvature's
+cost of a step (the persistence of consecutive round means), and the signal level's contraction
+a round. Two rules read them, each with one objective: :class:`ProgressThompson` (here) the
+expected decrease of a round, :math:`D_n` below, and :class:`~eegrad.BudgetThompson`
+(:mod:`eegrad.selectors.budget`) the decrease per unit of cost under a total budget. How the
+models and objectives were chosen, and the alternatives measured against them, are on the
+studies page (docs/guide/federated-studies.md, *How the progress rules were chosen*).
 
 :class:`~eegrad.SpreadThompson` picks the n whose round mean :math:`\bar u` has the least
 variance :math:`v_n`. That is the paper's model: every arm returns an unbiased estimate of the
@@ -46,13 +55,9 @@ updates unlike) a large one, and the least noise. Both fits discount the evidenc
 **The curvature's evidence, where every arm takes the same steps.** There the arms' signals are
 the same by the model, and the choice turns on the noise's cost :math:`\Lambda_\xi v_n` against
 the curve's chance slope. The persistence's pairs are few and alike (rounds of nearly the same
-n, whose :math:`v_{n_t}/x_{n_t}` barely vary), so the fit often puts a cost at the bound 0,
-which makes the noise free: in a CNN of one full-batch epoch (the scorecard's (d)) both costs
-sat at 0 for thirty-two rounds of 19 or 20 clients (``benchmarks/curvature_trace.py``), and a
-chance slope of the curve then sent the rule to a round of one client that took the training
-loss from 1.83 to 3.34. So, as the curve's
+n), so the fit may put a cost at the bound 0, which makes the noise free. As the curve's
 coefficients are shrunk towards their prior, each cost is shrunk towards the prior
-:math:`p = 1/(2x^*)` by its evidence (:meth:`curvature`),
+:math:`p = 1/(2x^*)` by its evidence (:meth:`~ProgressFit.curvature`),
 
 .. math::
 
@@ -63,20 +68,18 @@ with :math:`\widehat{\mathrm{Var}}\,\hat\Lambda_j = \hat\sigma^2 (A^{-1})_{jj}`,
 weighted normal matrix and :math:`\hat\sigma^2` their weighted residual variance (both
 discounted), once more than three pairs are told and A is not singular. Where the steps differ
 the fit is used as it is: there a small cost is what lets the rule take the long, noisy updates
-that pay over a run (shrunk there too, the scorecard's (f) ended 19 % higher).
+that pay over a run.
 
 **The curve's prior: the clients' local steps.** Each coefficient of the curve is shrunk
 towards a prior, not towards 0, where the clients report the local optimizer steps they took
-(:meth:`tell_local_steps`; :func:`~eegrad.flower.budgeted_train` and
+(the record's ``local_steps``; :func:`~eegrad.flower.budgeted_train` and
 :func:`~eegrad.flower.budgeted_torch_train` report them as the metric ``local-steps``). To first
 order in the step size, :math:`k` local steps of size :math:`\eta` move a client by
 :math:`\eta k\, g`, so that :math:`s_n \propto \bar k_n^2`: the prior of the slope is twice the
-slope of :math:`\log \bar k_n` in the curve's regressor (:meth:`steps_prior`) — 0 where every
+slope of :math:`\log \bar k_n` in the curve's regressor (:meth:`~ProgressFit.steps_prior`) — 0 where every
 arm takes the same steps (FedSGD, a fixed number of full-batch epochs), positive where a larger
 share buys more mini-batch steps. The rounds move the curve off its prior as their evidence
-grows. Without a prior, thin evidence (few arms pulled, a round of one noisy client) left the
-curve flat where the updates in fact grew with the share; seeing equal signals, the rule then
-asked the most clients, whose rounds barely move, and stayed there.
+grows.
 
 **Where the steps differ: a curve in the steps.** A larger share buys more mini-batch steps
 only until the client's data is exhausted; beyond, the client takes the same steps over the
@@ -85,7 +88,7 @@ extrapolated a longer update to the largest shares (n = 1), which the rule then 
 rounds that went no further. Where the arms' steps span :data:`STEPS_SPAN` (twofold) or more,
 the curve's regressor is therefore the arms' log steps themselves, :math:`\log s_n = b_0 +
 b_1(\log \bar k_n - \overline{\log \bar k})`, with the prior :math:`b_1 = 2`; the arms' steps
-(:meth:`arm_steps`) are their rounds' reports, weighted by the clients, fitted non-decreasing in
+(:meth:`~ProgressFit.arm_steps`) are their rounds' reports, weighted by the clients, fitted non-decreasing in
 the share, interpolated between the arms told and constant beyond them. Arms of equal steps get
 equal signals; the rounds still move :math:`b_1` (momentum makes an update grow faster than its
 steps, client drift slower). Where the steps span less (a fixed number of local steps, of which
@@ -102,7 +105,7 @@ directions is never forgotten: its cost is the whole charge. Both parts of the c
 deviations: the noise's, and the signal's overshoot of the step a noiseless quadratic takes
 (measured by the same persistence, and made along the stiff directions that dominate the
 gradient's curvature). The persistence measures the charge of one round, not how it divides
-between stiff and flat, so where the rule is told the rounds left (:meth:`tell_rounds_left`) it
+between stiff and flat, so where the rule is told the rounds left (the outlook's ``rounds_left``) it
 charges the geometric mean of the two ends,
 
 .. math::
@@ -113,56 +116,19 @@ off by at most a factor :math:`\sqrt h` either way, the least worst case
 (:meth:`curvature_weight`). The first-order gain, made along the gradient that the flat
 directions dominate late in training, adds up whole. Early in a long run the rounds that go
 furthest are chosen despite their noise; as the end nears the rule turns to the least noise,
-and in the last round it is :math:`D_n`. Charging the signal's overshoot whole every round (the
-rule's first form) let one pair of unlike consecutive rounds, which puts :math:`\Lambda_g` far
-up, send a mini-batch federation to the most clients for a round, whose update barely moves; in
-training where long noisy updates pay over the run and not within a round (a network far from
-converged: ``benchmarks/round_progress.py`` measures a round of the best fixed n raising the
-loss on average, at models where that n's run goes on to the lowest loss), the lighter charge
-keeps the rule on the long updates. The weight applies where the clients' reported steps differ
-between the arms (a non-zero prior, above): only there do the arms trade noise for a longer
-update. Where every n takes the same steps the arms' signals are the same, the least noise is
-the best choice whatever h, and a lighter noise term would only let the fitted curve's chance
-slope decide (measured on the scorecard: it cost 1–4 % in the federations of one local step or
-full-batch epochs). :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the
+and in the last round it is :math:`D_n`. The weight applies where the clients' reported steps
+differ between the arms (a non-zero prior, above): only there do the arms trade noise for a
+longer update; where every n takes the same steps the arms' signals are the same and the least
+noise is the best choice whatever h. :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the
 ``num_rounds`` it is started with; untold, the rule is :math:`D_n`'s.
-
-**The rate of a total budget.** With a total budget every client trains as it always does, so
-the arms share one per-client update: a round of n makes the same expected step whatever n is,
-and differs only in its noise :math:`v_n` and its expected cost :math:`c_n`. On a quadratic
-whose excess loss E contracts by :math:`\rho` a round (the signal level's measured contraction,
-:meth:`contraction`), the round's noise adds :math:`q_n = (1-\sqrt\rho)^2 (v_n/s)E` (a step
-that shrinks the expected update by :math:`\sqrt\rho` scales the noise alike, s the signal of
-the same round), so that :math:`E' = \rho E + q_n`. Spent at the rate of the budget, dE/dB
-= :math:`(q_n - (1-\rho)E)/c_n`; the policy that takes, at every E, the n of the steepest
-descent :math:`\min_n (q_n - (1-\rho)E)/c_n` ends below every other policy at every budget
-(a scalar state: a trajectory whose slope is never below the least one stays above the one
-that takes it). The ``"rate"`` objective is that slope, :meth:`rate_of_decrease`. It needs no
-budget: far from the noise floor the cheapest round wins, and the noise term takes over as the
-excess nears :math:`q_n/(1-\rho)`. ``"horizon"`` instead compares one n kept for the rest of
-the budget, which is not the best policy of its own model: with much budget left every n
-reaches its floor by the end, and it asks the least noise long before the noise matters.
-
-**The run's last round (a total budget).** Under the ``"horizon"`` and ``"rate"`` objectives a
-round's noise is forgotten by the rounds after it; the last round's is not, and it is the noise
-the final model keeps. Where the clients' own training drifts towards their own data (local epochs), a
-round of few clients moves the model most of the way to their optimum, and the next round
-of few moves it elsewhere: the model's loss is set by its last round's clients, and a round of
-many is forgotten within a round or two. The budget tells which round is the last: a round of
-n whose expected cost :math:`c_n` fits in the budget left :math:`B` and leaves less than the
-cheapest round's, :math:`B - c_n < \min_m c_m`, ends the run. Where one can, the rule asks the
-most clients such a round affords, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
-(:meth:`last_round_arm`); its cost is a few of the cheapest rounds, where a round's gain has
-fallen to little. Measured on the scorecard's total-budget settings (``eegrad example
-flower-scorecard``, the federated guide).
 
 **Choice.** The spread rule's warm-up, then: draw the noise's parameters as
 :class:`~eegrad.SpreadThompson` does, predict :math:`x_n` and :math:`v_n` for every arm and pull
 :math:`\arg\max_n (x_n - \Lambda m_n)` (ties to the largest n; with the rounds left told, the
-curvature's cost over :math:`\sqrt h`). Until a signal has been told,
-the rule is :class:`~eegrad.SpreadThompson`. The persistence assumes every round is a step by
-its mean (a server step :math:`\eta\bar u`, folded into :math:`\Lambda`); with T rounds per step
-(:class:`~eegrad.GradientEstimator`'s ``T > 1``) none is told and :math:`\Lambda = 1/(2x^*)`.
+curvature's cost over :math:`\sqrt h`). Until a signal has been told, the rule is
+:class:`~eegrad.SpreadThompson`. The persistence assumes every round is a step by its mean (a
+server step :math:`\eta\bar u`, folded into :math:`\Lambda`); with T rounds per step none is
+told and :math:`\Lambda = 1/(2x^*)`.
 """
 
 from __future__ import annotations
@@ -173,21 +139,17 @@ from typing import Any
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from .._validation import InvalidParameterTypeError, check_array, check_integer, check_real, fail
+from .._validation import check_array, check_integer, check_real, fail
 from .base import ProtocolError
 from .evidence import Outlook, RoundEvidence
 from .registry import register_rule
 from .spread import SpreadThompson, leading_arms
 
-__all__ = ["ProgressThompson"]
+__all__ = ["ProgressFit", "ProgressThompson"]
 
 _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_OBJECTIVES = ("decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate")
-_BUDGET_OBJECTIVES = ("horizon", "rate")  # the objectives told the budget left
-_OUTLOOK = {"decrease": ("rounds_left",), "signal-fraction": (), "decrease-per-cost": ("costs",),
-            "horizon": ("costs", "budget_left"), "rate": ("costs", "budget_left")}
-_CONTRACTION_MEMORY = 0.97  # weight per round of age of the level's log-ratios (horizon)
+_CONTRACTION_MEMORY = 0.97  # weight per round of age of the smoothed log-level
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
@@ -196,22 +158,23 @@ STEPS_SPAN = 2.0
 _STEPS_SLOPE = 2.0  # the prior of the log-signal's slope in the log steps: s ∝ k²
 
 
-@register_rule("progress_thompson", label="Thompson on the progress of a round")
-class ProgressThompson(SpreadThompson):
-    r"""Posterior sampling of the noise, with the expected decrease of a round as the objective.
+class ProgressFit(SpreadThompson):
+    r"""The fitted models of a round's progress, which the rules of progress share: the noise
+    :math:`v_n` of every n (:class:`~eegrad.SpreadThompson`'s fit from the parts' spread), the
+    signal :math:`s_n = x_n^2` (the curve in the log-spend or the clients' log local steps,
+    shrunk towards the local steps' prior), the curvature's costs
+    :math:`(\Lambda_g, \Lambda_\xi)` (the persistence of consecutive round means) and the
+    signal level's contraction :math:`\rho` a round (the module's notes). It has no objective
+    of its own: it chooses as the spread rule; :class:`ProgressThompson` and
+    :class:`~eegrad.BudgetThompson` each add one.
 
-    The noise is :class:`~eegrad.SpreadThompson`'s fit from the parts of each pull (same
-    parameters); the signal and the persistence of consecutive round means are told with
-    :meth:`tell_signal` (:class:`~eegrad.GradientEstimator` tells them for every round it
-    records, and so :class:`~eegrad.flower.EEGradStrategy`). The module's notes give the model.
-
-    The clients' local steps, told with :meth:`tell_local_steps` where they report them (the
-    strategy tells the ``local-steps`` metric of its replies), are the prior of the signal
-    curve's slope (:meth:`steps_prior`).
+    Each round is read from its one record (:meth:`~eegrad.Selector.tell_round`): the clients'
+    local steps (the prior of the curve, :meth:`steps_prior`), the parts' spread (the noise),
+    then the mean's squared norm and its persistence (the signal and the curvature).
 
     Parameters
     ----------
-    discount, population, spend, seed, release_noise, noise_order
+    discount, population, spend, seed, release_noise, noise_order, warmup
         As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's and the
         persistence's evidence too.
     signal_degree : {0, 1, 2}
@@ -219,100 +182,33 @@ class ProgressThompson(SpreadThompson):
         arms' local steps span twofold or more, their centred log steps (0: the same signal for
         every arm; 1, the default: a signal that grows or falls as a power of the share or the
         steps; 2: with a bend).
-    objective : {"decrease", "signal-fraction", "decrease-per-cost", "horizon", "rate"}
-        What the rule maximises: ``"decrease"`` (default), the expected decrease
-        :math:`x_n - \Lambda_g s_n - \Lambda_\xi v_n` of the module's notes, its curvature's
-        cost over :math:`\sqrt h` where the h rounds the run has left are told
-        (:meth:`tell_rounds_left`: the loss at the run's end);
-        ``"signal-fraction"``, :math:`x_n s_n/(s_n + v_n)`, the update's length times its share
-        of signal, which needs no curvature (:meth:`signal_fraction_progress`);
-        ``"decrease-per-cost"``, the expected decrease divided by the expected cost
-        :math:`c_n` of a round of n (told with :meth:`tell_costs`), for a run with a total
-        budget whose rounds cost more with more clients: over the budget the decrease adds up
-        to :math:`\sum_t D_{n_t}` at :math:`\sum_t c_{n_t}`, whose best rate is the largest
-        :math:`D_n/c_n` (among the arms of positive expected decrease; where none has, the
-        largest decrease). Before costs are told, ``"decrease"``. ``"horizon"``: with the
-        costs and the budget left :math:`B` told, the excess loss left when :math:`B` is spent
-        on rounds of n alone (:meth:`horizon_loss`): a cheap arm buys more rounds, and on a
-        quadratic whose excess contracts by :math:`\rho` a round the noise's damage decays
-        with them, so that where training is far from its noise floor the cheap rounds win
-        (:math:`\rho` is the signal level's measured contraction, :meth:`contraction`).
-        ``"rate"``: on the same quadratic, the largest decrease of the excess loss per unit of
-        cost, one round ahead (:meth:`rate_of_decrease`): the policy that leaves the least
-        excess at the end of any budget (the module's notes, *The rate of a total budget*),
-        where ``"horizon"`` assumes one n kept to the end. The cost objectives choose on the
-        fitted noise, not a draw, and warm up on rounds of two clients (the arms share one
-        per-client update: any round's spread informs them all); until the contraction is
-        known, ``"horizon"`` and ``"rate"`` ask two clients. Where a round can end the run (its
-        expected cost fits in the budget left and leaves less than the cheapest round's), they
-        ask the most clients that such a round affords (:meth:`last_round_arm`; the module's
-        notes, *The run's last round*).
     shape_discount : float
         Weight per round of age of the evidence on the signal curve's shape (the arms' relative
         gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
         of the clients' training that outlives the level's drift.
-    last_round : bool
-        Under ``"horizon"`` and ``"rate"``: end the run on the most clients its last round
-        affords (default True; :meth:`last_round_arm`), for the model the run delivers. False
-        keeps the objective's choice to the end, for a run whose models along the way count
-        too (its last round then replaces no cheap rounds).
-    warmup : sequence of int, optional
-        As :class:`~eegrad.SpreadThompson` (the clients of each warm-up round). Default: the
-        spread rule's, or under the cost objectives three rounds of two clients.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from eegrad import ProgressThompson
-    >>> rule = ProgressThompson(population=20, noise_order=2)
-    >>> rule.init(1, 20, 3)
-    >>> rule.ask(1)  # the spread rule's warm-up starts with all 20 clients
-    array([19])
     """
 
-    #: What every objective reads of a round (each adds its outlook, :attr:`reads` of an
-    #: instance).
+    #: The parts' spread, the mean's signal and the clients' local steps of each round.
     reads = frozenset({"spread", "signal", "local_steps"})
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
-                 signal_degree: int = 1, objective: str = "decrease",
-                 shape_discount: float = 0.99, last_round: bool = True,
+                 signal_degree: int = 1, shape_discount: float = 0.99,
                  warmup: Any = None) -> None:  # fmt: skip
         super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
-        owner = "ProgressThompson"
-        if not isinstance(last_round, bool | np.bool_):
-            raise InvalidParameterTypeError(
-                f"The 'last_round' parameter of {owner} must be a bool. Got {last_round!r} "
-                "instead.")  # fmt: skip
-        self.last_round = bool(last_round)
+        owner = type(self).__name__
         self.shape_discount = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
-        if objective not in _OBJECTIVES:
-            raise fail("objective", owner, f"one of {_OBJECTIVES}", objective)
-        self.objective = objective
-        #: The spread, the signal and the local steps of each round; before an ask, the
-        #: objective's outlook (the costs, the budget left, or the rounds left).
-        self.reads = frozenset({*type(self).reads, *_OUTLOOK[objective]})
         self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
         if self.signal_degree > 2:
             raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
 
-    def _default_warmup(self, N: int) -> list[int]:
-        """The spread rule's warm-up; where rounds cost more with n (the objectives told the
-        costs), three rounds of the cheapest n with a spread, 2 (the arms share one per-client
-        update, so any round's spread informs them all)."""
-        if self.uses_costs and N > 1:
-            return [1, 1, 1]
-        return super()._default_warmup(N)
-
     def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters (``warmup`` where given), ``signal_degree``,
-        ``objective``, ``shape_discount`` and ``last_round``."""
+        """The spread rule's parameters (``warmup`` where given), ``signal_degree`` and
+        ``shape_discount``."""
         return {**super().get_params(), "signal_degree": self.signal_degree,
-                "objective": self.objective, "shape_discount": self.shape_discount,
-                "last_round": self.last_round}  # fmt: skip
+                "shape_discount": self.shape_discount}  # fmt: skip
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence of noise, signal or persistence yet."""
         super().init(R, N, d, truth, streams)
@@ -357,35 +253,14 @@ class ProgressThompson(SpreadThompson):
         self._persist_zz = np.zeros(R)  # Σ w ẑ², for the fit's residual variance
         self._persist_pairs = np.zeros(R)  # Σ 1 over the pairs told (discounted)
         self._last = None  # (x, v) of the last round told a signal
-        self._rounds_left = None  # the rounds the run has left (tell_rounds_left; None: untold)
-        self._costs = None  # the expected cost of a round of every arm (tell_costs)
-        self._budget_left = None  # what the run has left to spend (tell_costs)
         # The signal level's contraction per round: its smoothed log-level and the discounted
-        # mean of that one's changes (horizon).
+        # mean of that one's changes.
         self._log_level = np.full(R, np.nan)
         self._contraction_sum = np.zeros(R)
         self._contraction_weight = np.zeros(R)
         self._contraction_rounds = np.zeros(R)
 
-    # -- tell --------------------------------------------------------------------------------------
-    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
-        """Take the outlook the objective reads: the expected cost :math:`c_n > 0` of a round
-        of every arm, shape (N,) (``"decrease-per-cost"``, ``"horizon"``, ``"rate"``), what the
-        run has left to spend (``"horizon"``, ``"rate"``), or the rounds the run has left, the
-        next one included (``"decrease"``: the noise's term of the expected decrease is divided
-        by its square root, the module's notes, *The run's end*). A value not told keeps the
-        last told."""
-        N = self._shape[1]
-        if outlook.costs is not None and self.uses_costs:
-            c = check_array(outlook.costs, "costs", owner, shape=(N,))
-            if np.any(c <= 0):
-                raise fail("costs", owner, "costs > 0 for every arm", c)
-            self._costs = c.copy()
-            self._budget_left = None if outlook.budget_left is None else check_real(
-                outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
-        if outlook.rounds_left is not None and self.uses_rounds_left:
-            self._rounds_left = check_integer(outlook.rounds_left, "rounds", owner, ge=1)
-
+    # -- the round's record ------------------------------------------------------------------------
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
         """The round's local steps (the prior of the signal's curve), its spread, then its
         mean's signal, in that order."""
@@ -515,51 +390,6 @@ class ProgressThompson(SpreadThompson):
         rho = np.clip(rho, 0.8, 0.9999)
         return np.where(self._contraction_rounds >= _CONTRACTION_ROUNDS, rho, np.nan)
 
-    def horizon_loss(self, noise: np.ndarray) -> np.ndarray:
-        r"""The ``"horizon"`` objective, shape (R, N): the excess loss left when the budget is
-        spent on rounds of n alone, relative to today's, on a quadratic whose excess contracts
-        by :math:`\rho` a round, :math:`H_n = B_{left}/c_n` rounds:
-        :math:`\rho^{H_n} + (1-\sqrt\rho)^2 (v_n/s)(1-\rho^{H_n})/(1-\rho)`, with ``noise``
-        the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
-        rho, injected = self._quadratic_round(noise)
-        H = self._budget_left / self._costs[None, :]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            decay = rho**H
-            floor = injected * (1.0 - decay) / (1.0 - rho)
-        return decay + floor
-
-    def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r"""The total-budget objectives' quadratic, one round of each arm: the excess's
-        contraction :math:`\rho`, shape (R, 1), and what the round's noise adds relative to
-        today's excess, :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s`, shape (R, N), with ``noise``
-        the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
-        rho = self.contraction()[:, None]
-        s = np.exp(self._log_level)[:, None]  # the smoothed level
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return rho, (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
-
-    def rate_of_decrease(self, noise: np.ndarray) -> np.ndarray:
-        r"""The ``"rate"`` objective, shape (R, N): the decrease of the excess loss that a round
-        of n makes per unit of its expected cost, relative to today's excess, on a quadratic
-        whose excess contracts by :math:`\rho` a round,
-        :math:`\bigl(1 - \rho - (1-\sqrt\rho)^2 v_n/s\bigr)/c_n` (the module's notes, *The rate
-        of a total budget*), with ``noise`` the arms' :math:`v_n` and s the smoothed signal
-        level (NaN where unknown)."""
-        rho, injected = self._quadratic_round(noise)
-        return ((1.0 - rho) - injected) / self._costs[None, :]
-
-    def last_round_arm(self) -> int | None:
-        r"""The arm of the run's last round under the ``"horizon"`` and ``"rate"`` objectives,
-        or None: the most clients whose round's expected cost fits in the budget left
-        :math:`B` and leaves less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
-        module's notes, *The run's last round*); None where no round can end the run so, or
-        before the costs and the budget left are told."""
-        if self._costs is None or self._budget_left is None:
-            return None
-        c, left = self._costs, self._budget_left
-        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
-        return int(ends.max()) if ends.size else None
-
     def tell_local_steps(self, arms: Any, steps: Any) -> None:
         """Tell the local steps of the pending pull before its parts (:meth:`tell_round` takes
         both in one record; :meth:`_note_local_steps` says what is read)."""
@@ -584,6 +414,7 @@ class ProgressThompson(SpreadThompson):
         self._steps_clients_log[self._rows, arms] += clients * np.log(k)
         self._set_regressors()
 
+    # -- the signal's curve and its prior -----------------------------------------------------------
     def arm_steps(self) -> np.ndarray:
         r"""Every arm's local steps as the curve's steps regressor reads them, shape (R, N):
         :math:`\exp` of the arms' mean log steps (each round's mean weighted by its clients,
@@ -832,6 +663,12 @@ class ProgressThompson(SpreadThompson):
         shape (R,)."""
         return np.any(self._steps_weight > 0, axis=1)
 
+    def steps_differ(self) -> np.ndarray:
+        """Whether the clients' reported local steps differ between the arms, shape (R,): a
+        non-zero :meth:`steps_prior` (False where none are told, or every arm takes the same
+        steps: FedSGD, a fixed number of full-batch epochs)."""
+        return np.any(np.abs(self.steps_prior()[:, 1:]) > _PRIOR_FLAT, axis=1)
+
     @staticmethod
     def progress(signal: np.ndarray, noise: np.ndarray, curvature: np.ndarray) -> np.ndarray:
         r"""The expected decrease :math:`x_n - \Lambda_g x_n^2 - \Lambda_\xi v_n` of every arm
@@ -844,15 +681,6 @@ class ProgressThompson(SpreadThompson):
         lam = np.stack([lam, lam], axis=-1) if lam.ndim == 1 else lam
         d = x - lam[:, :1] * signal - lam[:, 1:] * noise
         return np.where(x.max(axis=1, keepdims=True) > 0, d, -noise)
-
-    @staticmethod
-    def signal_fraction_progress(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        r""":math:`x_n\, s_n/(s_n + v_n)`: the update's length times the fraction of its mean
-        square that is signal, shape (R, N); where no arm has a signal, :math:`-v_n`."""
-        x = np.sqrt(np.maximum(signal, 0.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d = x * signal / (signal + noise)
-        return np.where(x.max(axis=1, keepdims=True) > 0, np.nan_to_num(d), -noise)
 
     def step_scale(self, arms: Any) -> np.ndarray:
         r"""The scale :math:`\rho^* = \min(1, x_n / (2(\Lambda_g s_n + \Lambda_\xi v_n)))` of
@@ -870,6 +698,70 @@ class ProgressThompson(SpreadThompson):
             rho = np.sqrt(s) / (2.0 * cost)
         return np.where(self._fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
 
+
+@register_rule("progress_thompson", label="Thompson on the progress of a round")
+class ProgressThompson(ProgressFit):
+    r"""Posterior sampling of the noise, with the expected decrease of a round as the objective.
+
+    The fitted models are :class:`ProgressFit`'s (the noise, the signal, the curvature); the
+    rule pulls the n of most expected decrease
+
+    .. math::
+
+        D_n^{(h)} = x_n - (\Lambda_g s_n + \Lambda_\xi v_n)/\sqrt h
+
+    (the module's notes, *The progress of a round* and *The run's end*), with :math:`v_n` a
+    posterior draw of the noise and h the rounds the run has left where the ask's outlook tells
+    them and the clients' steps differ between the arms (else h = 1: :math:`D_n`).
+    :class:`~eegrad.flower.EEGradStrategy` tells the rounds left of the ``num_rounds`` it is
+    started with. For a run with a total budget, whose rounds cost more with more clients, the
+    rule is :class:`~eegrad.BudgetThompson`.
+
+    Parameters
+    ----------
+    discount, population, spend, seed, release_noise, noise_order, signal_degree, shape_discount, warmup
+        As :class:`ProgressFit`.
+    objective : {"decrease"}
+        The rule's one objective, :math:`D_n^{(h)}`. Other values are refused, naming where
+        they went: a total budget's rate is :class:`~eegrad.BudgetThompson`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from eegrad import ProgressThompson
+    >>> rule = ProgressThompson(population=20, noise_order=2)
+    >>> rule.init(1, 20, 3)
+    >>> rule.ask(1)  # the spread rule's warm-up starts with all 20 clients
+    array([19])
+    """
+
+    #: The round's spread, signal and local steps; before an ask, the rounds the run has left.
+    reads = frozenset({*ProgressFit.reads, "rounds_left"})
+
+    def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
+                 seed: int = 0, release_noise: Any = None, noise_order: int = 1,
+                 signal_degree: int = 1, objective: str = "decrease",
+                 shape_discount: float = 0.99, warmup: Any = None) -> None:  # fmt: skip
+        if objective != "decrease":
+            moved = ("; a total budget's rate is eegrad.BudgetThompson's" if objective == "rate"
+                     else "")  # fmt: skip
+            raise fail("objective", "ProgressThompson",
+                       f"'decrease', the rule's one objective{moved}", objective)  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order,
+                         signal_degree, shape_discount, warmup)  # fmt: skip
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        """Start a run: no evidence, no rounds left told."""
+        super().init(R, N, d, truth, streams)
+        self._rounds_left = None  # the rounds the run has left (the outlook; None: untold)
+
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Take the rounds the run has left, the next one included (an integer >= 1): the
+        noise's term of the expected decrease is divided by its square root (the module's
+        notes, *The run's end*). A value not told keeps the last told."""
+        if outlook.rounds_left is not None:
+            self._rounds_left = check_integer(outlook.rounds_left, "rounds", owner, ge=1)
+
     def curvature_weight(self) -> np.ndarray:
         r"""The weight of the curvature's cost in the objective (of the signal's and the noise's,
         :math:`\Lambda_g s_n + \Lambda_\xi v_n`), shape (R, 1): :math:`1/\sqrt h` where the
@@ -880,102 +772,40 @@ class ProgressThompson(SpreadThompson):
             return np.ones((R, 1))
         return np.where(self.steps_differ(), 1.0 / np.sqrt(self._rounds_left), 1.0)[:, None]
 
-    def steps_differ(self) -> np.ndarray:
-        """Whether the clients' reported local steps differ between the arms, shape (R,): a
-        non-zero :meth:`steps_prior` (False where none are told, or every arm takes the same
-        steps: FedSGD, a fixed number of full-batch epochs)."""
-        return np.any(np.abs(self.steps_prior()[:, 1:]) > _PRIOR_FLAT, axis=1)
-
     def predicted_progress(self) -> np.ndarray:
         """The fitted expected decrease of every arm (up to a positive factor), shape (R, N):
         with the rounds left told, its curvature's cost weighted by :meth:`curvature_weight`."""
-        return self.progress(self.signal(), self.predicted(),
-                             self.curvature() * self.curvature_weight())  # fmt: skip
+        return self._objective(self.predicted())
 
     # -- ask ---------------------------------------------------------------------------------------
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        """The objective of every arm, shape (R, N), larger is better, from the arms' noise."""
-        N = self._shape[1]
-        signal = self.signal()
-        if self.objective == "signal-fraction":
-            return self.signal_fraction_progress(signal, noise)
-        value = self._budget_value(noise)
-        if value is not None:
-            known = np.all(np.isfinite(value), axis=1, keepdims=True)
-            # until the contraction is known: the cheapest round with a spread, n = 2
-            cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
-            return np.where(known, value, cheapest)
-        d = self.progress(signal, noise, self.curvature() * self.curvature_weight())
-        if self.uses_costs and self._costs is not None:
-            # the best rate among the arms that decrease; where none does, the least harm
-            rate = np.where(d > 0, d / self._costs[None, :], -np.inf)
-            d = np.where(np.any(d > 0, axis=1, keepdims=True), rate, d)
-        return d
-
-    def _budget_value(self, noise: np.ndarray) -> np.ndarray | None:
-        """The total-budget objective of every arm, shape (R, N) (NaN until the contraction is
-        known), or None: another objective, or the costs and the budget left not yet told."""
-        if self.objective not in _BUDGET_OBJECTIVES or self._costs is None or \
-                self._budget_left is None:  # fmt: skip
-            return None
-        return (-self.horizon_loss(noise) if self.objective == "horizon" else
-                self.rate_of_decrease(noise))  # fmt: skip
-
-    def _ending_arm(self) -> int | None:
-        """The arm of a round that can end the run (:meth:`last_round_arm`), where the
-        objective weighs a budget and the rule ends on it; None otherwise."""
-        if self.objective in _BUDGET_OBJECTIVES and self.last_round:
-            return self.last_round_arm()
-        return None
+        """:math:`D_n^{(h)}` of every arm, shape (R, N), from the arms' noise ``noise``."""
+        return self.progress(self.signal(), noise, self.curvature() * self.curvature_weight())
 
     def estimates(self) -> dict[str, np.ndarray]:
         r"""Besides ``variance`` (:meth:`SpreadThompson.estimates`): ``signal``, the fitted
-        :math:`\lVert E\bar u_n\rVert^2` of arm n's round mean, and ``objective``, what the rule
-        maximises at the fit (:meth:`_objective`; with a total budget its rate per unit of
-        cost, NaN until the contraction is fitted)."""
+        :math:`\lVert E\bar u_n\rVert^2` of arm n's round mean, and ``objective``, the fitted
+        :math:`D_n^{(h)}` (:meth:`predicted_progress`)."""
         out = super().estimates()
         if out:
-            noise = self.predicted()
-            budget = self._budget_value(noise)
-            objective = self._objective(noise) if budget is None else budget
-            out.update(signal=self.signal()[0], objective=objective[0])
+            out.update(signal=self.signal()[0], objective=self.predicted_progress()[0])
         return out
 
     def explain(self, top: int = 3) -> str | None:
-        """The run's last round, the warm-up, or the arms of most fitted objective (the
-        expected decrease of the loss, or with a total budget its rate per unit of cost)."""
+        """The warm-up, or the arms of most fitted expected decrease."""
         N = self._shape[1]
-        if (last := self._ending_arm()) is not None:
-            return (f"the run's last round: the most clients the budget left affords "
-                    f"(n = {last + 1}), its noise stays in the final model")
         if N == 1:
             return None
         if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
-        noise = self.predicted()
-        if (budget := self._budget_value(noise)) is not None:
-            value = budget[0]
-            if not np.all(np.isfinite(value)):
-                return (f"the cheapest round with a spread (n = {min(2, N)}) until the loss's "
-                        "contraction is fitted")
-            return leading_arms(value, top, "fitted decrease of the loss per unit of cost")
-        what = ("fitted decrease of the loss per unit of cost" if self.uses_costs else
-                "a posterior draw of the expected decrease of the loss; by the fit")  # fmt: skip
-        return leading_arms(self._objective(noise)[0], top, what)
+        return leading_arms(self.predicted_progress()[0], top,
+                            "a posterior draw of the expected decrease of the loss; by the fit")
 
     def _select(self, t: int) -> np.ndarray:
-        R, N = self._shape[:2]
-        if (last := self._ending_arm()) is not None:
-            # a round that can end the run, warm-up or not: its noise stays in the final model
-            return np.full(R, last, dtype=np.int64)
+        N = self._shape[1]
         if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
             return super()._select(t)
-        # A total budget's arms share one per-client update, so any round's spread informs every
-        # arm alike and exploring buys nothing the next round does not: the fitted noise (with
-        # equal weights its split between clients and their samples is not identified, and a
-        # draw along it would swing the choice to n = K at random).
-        noise = self.predicted() if self.uses_costs else self._sampled_noise()
-        d = self._objective(noise)
+        d = self._objective(self._sampled_noise())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
 
 

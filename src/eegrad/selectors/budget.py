@@ -1,0 +1,235 @@
+r"""The rule of a total budget: the largest decrease of the loss per unit of cost.
+
+With a total budget the clients train their own way and a round of n costs what its clients
+report plus D(n), so that rounds of more clients cost more. :class:`BudgetThompson` reads the
+fitted models of :class:`~eegrad.selectors.progress.ProgressFit` (the noise, the signal and its
+level's contraction) and, before each ask, every n's expected cost and the budget left (the
+ask's :class:`~eegrad.selectors.evidence.Outlook`). How the rule was chosen, and the
+alternatives measured against it, are on the studies page (docs/guide/federated-studies.md,
+*How the progress rules were chosen*).
+
+**The rate of a total budget.** With a total budget every client trains as it always does, so
+the arms share one per-client update: a round of n makes the same expected step whatever n is,
+and differs only in its noise :math:`v_n` and its expected cost :math:`c_n`. On a quadratic
+whose excess loss E contracts by :math:`\rho` a round (the signal level's measured contraction,
+:meth:`~eegrad.selectors.progress.ProgressFit.contraction`), the round's noise adds :math:`q_n = (1-\sqrt\rho)^2 (v_n/s)E` (a step
+that shrinks the expected update by :math:`\sqrt\rho` scales the noise alike, s the signal of
+the same round), so that :math:`E' = \rho E + q_n`. Spent at the rate of the budget, dE/dB
+= :math:`(q_n - (1-\rho)E)/c_n`; the policy that takes, at every E, the n of the steepest
+descent :math:`\min_n (q_n - (1-\rho)E)/c_n` ends below every other policy at every budget
+(a scalar state: a trajectory whose slope is never below the least one stays above the one
+that takes it). The rule's objective is that slope, :meth:`~BudgetThompson.rate_of_decrease`. It needs
+no horizon: far from the noise floor the cheapest round wins, and the noise term takes over as
+the excess nears :math:`q_n/(1-\rho)`.
+
+**The run's last round.** A round's noise is forgotten by the rounds after it; the last round's is not, and it is the noise
+the final model keeps. Where the clients' own training drifts towards their own data (local epochs), a
+round of few clients moves the model most of the way to their optimum, and the next round
+of few moves it elsewhere: the model's loss is set by its last round's clients, and a round of
+many is forgotten within a round or two. The budget tells which round is the last: a round of
+n whose expected cost :math:`c_n` fits in the budget left :math:`B` and leaves less than the
+cheapest round's, :math:`B - c_n < \min_m c_m`, ends the run. Where one can, the rule asks the
+most clients such a round affords, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
+(:meth:`~BudgetThompson.last_round_arm`); its cost is a few of the cheapest rounds, where a
+round's gain has fallen to little.
+
+**Choice.** Three warm-up rounds of two clients (the arms share one per-client update, so any
+round's spread informs them all), then the n of the largest rate at the fitted noise (not a
+draw: with equal weights the noise's split between clients and their samples is not
+identified, and a draw along it would swing the choice), two clients until the contraction is
+known; a round that can end the run asks the most clients it affords.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import InvalidParameterTypeError, check_array, check_real, fail
+from .evidence import Outlook
+from .progress import ProgressFit
+from .registry import register_rule
+from .spread import leading_arms
+
+__all__ = ["BudgetThompson"]
+
+
+@register_rule("budget_thompson", label="Thompson on the rate of a total budget")
+class BudgetThompson(ProgressFit):
+    r"""The largest fitted decrease of the excess loss per unit of cost, for a run with a total
+    budget (:class:`~eegrad.flower.EEGradStrategy`'s default there).
+
+    On a quadratic whose excess loss contracts by :math:`\rho` a round, a round of n adds the
+    noise :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s` and costs :math:`c_n`; the rule pulls
+
+    .. math::
+
+        \arg\max_n\ \bigl(1 - \rho - (1-\sqrt\rho)^2 v_n/s\bigr)/c_n
+
+    (the module's notes, *The rate of a total budget*), with :math:`v_n` the fitted noise,
+    s the smoothed signal level and :math:`\rho` its fitted contraction
+    (:class:`~eegrad.selectors.progress.ProgressFit`); the run's last round asks the most
+    clients it affords (:meth:`last_round_arm`).
+
+    Parameters
+    ----------
+    discount, population, spend, seed, release_noise, noise_order, signal_degree, shape_discount
+        As :class:`~eegrad.selectors.progress.ProgressFit`.
+    last_round : bool
+        End the run on the most clients its last round affords (default True;
+        :meth:`last_round_arm`), for the model the run delivers. False keeps the rate's choice
+        to the end, for a run whose models along the way count too.
+    warmup : sequence of int, optional
+        The clients of each warm-up round; default three rounds of two.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from eegrad import BudgetThompson
+    >>> rule = BudgetThompson(population=20)
+    >>> rule.init(1, 20, 3)
+    >>> rule.ask(1)  # the warm-up's rounds of two clients
+    array([1])
+    """
+
+    #: The round's spread, signal and local steps; before an ask, every n's expected cost and
+    #: the budget left.
+    reads = frozenset({*ProgressFit.reads, "costs", "budget_left"})
+
+    def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
+                 seed: int = 0, release_noise: Any = None, noise_order: int = 1,
+                 signal_degree: int = 1, shape_discount: float = 0.99, last_round: bool = True,
+                 warmup: Any = None) -> None:  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order,
+                         signal_degree, shape_discount, warmup)  # fmt: skip
+        if not isinstance(last_round, bool | np.bool_):
+            raise InvalidParameterTypeError(
+                f"The 'last_round' parameter of BudgetThompson must be a bool. Got "
+                f"{last_round!r} instead.")  # fmt: skip
+        self.last_round = bool(last_round)
+
+    def _default_warmup(self, N: int) -> list[int]:
+        """Three rounds of the cheapest n with a spread, 2."""
+        if N > 1:
+            return [1, 1, 1]
+        return super()._default_warmup(N)
+
+    def get_params(self) -> dict[str, Any]:
+        """:class:`~eegrad.selectors.progress.ProgressFit`'s parameters and ``last_round``."""
+        return {**super().get_params(), "last_round": self.last_round}
+
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        """Start a run: no evidence, no costs or budget told."""
+        super().init(R, N, d, truth, streams)
+        self._costs = None  # the expected cost of a round of every arm (the outlook)
+        self._budget_left = None  # what the run has left to spend (the outlook)
+
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Take every n's expected cost :math:`c_n > 0`, shape (N,), and what the run has left
+        to spend (>= 0). Values not told keep the last told."""
+        if outlook.costs is None:
+            return
+        c = check_array(outlook.costs, "costs", owner, shape=(self._shape[1],))
+        if np.any(c <= 0):
+            raise fail("costs", owner, "costs > 0 for every arm", c)
+        self._costs = c.copy()
+        self._budget_left = None if outlook.budget_left is None else check_real(
+            outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
+
+    def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""The total-budget objectives' quadratic, one round of each arm: the excess's
+        contraction :math:`\rho`, shape (R, 1), and what the round's noise adds relative to
+        today's excess, :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s`, shape (R, N), with ``noise``
+        the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
+        rho = self.contraction()[:, None]
+        s = np.exp(self._log_level)[:, None]  # the smoothed level
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return rho, (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
+
+    def rate_of_decrease(self, noise: np.ndarray) -> np.ndarray:
+        r"""The rule's objective, shape (R, N): the decrease of the excess loss that a round
+        of n makes per unit of its expected cost, relative to today's excess, on a quadratic
+        whose excess contracts by :math:`\rho` a round,
+        :math:`\bigl(1 - \rho - (1-\sqrt\rho)^2 v_n/s\bigr)/c_n` (the module's notes, *The rate
+        of a total budget*), with ``noise`` the arms' :math:`v_n` and s the smoothed signal
+        level (NaN where unknown)."""
+        rho, injected = self._quadratic_round(noise)
+        return ((1.0 - rho) - injected) / self._costs[None, :]
+
+    def last_round_arm(self) -> int | None:
+        r"""The arm of the run's last round, or None: the most clients whose round's expected cost fits in the budget left
+        :math:`B` and leaves less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
+        module's notes, *The run's last round*); None where no round can end the run so, or
+        before the costs and the budget left are told."""
+        if self._costs is None or self._budget_left is None:
+            return None
+        c, left = self._costs, self._budget_left
+        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
+        return int(ends.max()) if ends.size else None
+
+    def _ending_arm(self) -> int | None:
+        """:meth:`last_round_arm` where the rule ends the run on it (``last_round``)."""
+        return self.last_round_arm() if self.last_round else None
+
+    def _told(self) -> bool:
+        """Whether the costs and the budget left have been told."""
+        return self._costs is not None and self._budget_left is not None
+
+    # -- ask ---------------------------------------------------------------------------------------
+    def _objective(self, noise: np.ndarray) -> np.ndarray:
+        """The rate of every arm, shape (R, N), larger is better; until the contraction is
+        known, the cheapest round with a spread (n = 2); before the costs and the budget left
+        are told, the expected decrease of a round
+        (:meth:`~eegrad.selectors.progress.ProgressFit.progress`)."""
+        if not self._told():
+            return self.progress(self.signal(), noise, self.curvature())
+        N = self._shape[1]
+        value = self.rate_of_decrease(noise)
+        known = np.all(np.isfinite(value), axis=1, keepdims=True)
+        cheapest = np.where(np.arange(N) == min(1, N - 1), 1.0, 0.0)[None, :]
+        return np.where(known, value, cheapest)
+
+    def estimates(self) -> dict[str, np.ndarray]:
+        r"""Besides ``variance`` (:meth:`SpreadThompson.estimates`): ``signal``, the fitted
+        :math:`\lVert E\bar u_n\rVert^2` of arm n's round mean, and ``objective``, the rate
+        per unit of cost (NaN until the contraction is fitted)."""
+        out = super().estimates()
+        if out:
+            noise = self.predicted()
+            value = self.rate_of_decrease(noise) if self._told() else self._objective(noise)
+            out.update(signal=self.signal()[0], objective=value[0])
+        return out
+
+    def explain(self, top: int = 3) -> str | None:
+        """The run's last round, the warm-up, or the arms of most fitted decrease per unit of
+        cost, with the loss's fitted contraction a round."""
+        N = self._shape[1]
+        if (last := self._ending_arm()) is not None:
+            return (f"the run's last round: the most clients the budget left affords "
+                    f"(n = {last + 1}), its noise stays in the final model")
+        if N == 1:
+            return None
+        if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+            return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
+        noise = self.predicted()
+        if not self._told():
+            return leading_arms(self._objective(noise)[0], top,
+                                "fitted expected decrease of the loss")  # fmt: skip
+        value = self.rate_of_decrease(noise)[0]
+        if not np.all(np.isfinite(value)):
+            return (f"the cheapest round with a spread (n = {min(2, N)}) until the loss's "
+                    "contraction is fitted")
+        rho = float(self.contraction()[0])
+        return (leading_arms(value, top, "fitted decrease of the loss per unit of cost")
+                + f"; the loss's fitted contraction ρ = {rho:.4g} a round")
+
+    def _select(self, t: int) -> np.ndarray:
+        R, N = self._shape[:2]
+        if (last := self._ending_arm()) is not None:
+            # a round that can end the run, warm-up or not: its noise stays in the final model
+            return np.full(R, last, dtype=np.int64)
+        if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+            return super()._select(t)
+        d = self._objective(self.predicted())
+        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
