@@ -16,6 +16,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord
 from flwr.clientapp import ClientApp
 
 from eegrad import (
+    BudgetThompson,
     FixedArm,
     GradientEstimator,
     InvalidParameterError,
@@ -118,10 +119,11 @@ def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
     told = _told_rounds_left(monkeypatch)
     _start(_strategy(), LocalGrid(_app(), K, seed=2), 6)
     assert told == [6, 5, 4, 3, 2, 1]
-    told.clear()
-    _start(_strategy(selector=ProgressThompson(population=K, objective="signal-fraction")),
-           LocalGrid(_app(), K, seed=2), 3)  # fmt: skip
-    assert told == []
+    # a rule that does not read them (the total budget's, under B a round) keeps none
+    strategy = _strategy(selector=BudgetThompson(population=K))
+    _start(strategy, LocalGrid(_app(), K, seed=2), 3)
+    assert len(strategy.records) == 3
+    assert not hasattr(strategy.selector, "_rounds_left")
 
 
 def test_fedsgd_with_fixed_n_equals_a_plain_numpy_loop():
