@@ -103,3 +103,13 @@ def test_an_outlook_the_rule_does_not_read_is_ignored_and_a_channel_for_it_refus
     rate.init(1, K, D)
     with pytest.raises(ValueError, match="'costs'"):
         rate.ask(1, outlook=Outlook(costs=-np.ones(K), budget_left=3.0))
+
+
+def test_the_signal_channels_of_a_rule_that_reads_no_signal_are_refused():
+    rule = SpreadThompson(population=K)
+    rule.init(1, K, D)
+    arms = rule.ask(1)
+    with pytest.raises(ProtocolError, match="'local_steps' is not in its reads"):
+        rule.tell_local_steps(arms, np.array([2.0]))
+    with pytest.raises(ProtocolError, match="'signal' is not in its reads"):
+        rule.tell_signal(arms, np.array([1.0]))

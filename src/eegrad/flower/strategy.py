@@ -69,17 +69,16 @@ from .._validation import (
     fail,
 )
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
-from ..results import append_row, evaluations_beside, write_table
 from ..selectors import BudgetThompson, ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
 from .budgets import BudgetSpent, make_budget
-from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .client import SHARE_KEY, check_metric_key
 from .driver import RuleDriver
-from .evaluations import EVALUATION_COLUMNS, EvaluationTable
+from .evaluations import EVALUATION_COLUMNS
 from .inner import (
     inner_kind,
 )
+from .keeping import RunKeeping
 from .model_arrays import array_view
 from .privacy import CentralDP, PrivacyBudgetExhausted, refuse_fixed_n_wrappers
 from .pulling import PullingGrid
@@ -402,9 +401,10 @@ class EEGradStrategy(Strategy):
                                                  owner, ge=1)  # fmt: skip
         self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
                                             ge=0, le=1)  # fmt: skip
-        self.csv_path = None if csv_path is None else Path(csv_path)
+        #: What the run keeps beyond the server's memory, a part: its records' CSV, the
+        #: evaluations beside them, its checkpoint (:mod:`eegrad.flower.keeping`).
+        self.keeping = RunKeeping(csv_path, checkpoint)
         self.on_round = check_callback(on_round, owner)
-        self.checkpoint = None if checkpoint is None else Path(checkpoint)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
         if strategy is not None:
@@ -480,7 +480,7 @@ class EEGradStrategy(Strategy):
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
         self.stopped: str | None = None
         #: The run's evaluations, a table beside the records (:mod:`eegrad.flower.evaluations`).
-        self._evaluations = EvaluationTable(self.evaluation_path)
+        self._evaluations = self.keeping.evaluations()
 
     # -- the run's state, read -----------------------------------------------------------------
     @property
@@ -508,9 +508,19 @@ class EEGradStrategy(Strategy):
         return None if rule is None else rule.N
 
     @property
+    def csv_path(self) -> Path | None:
+        """Where the records are written (``csv_path``), or None."""
+        return self.keeping.csv_path
+
+    @property
+    def checkpoint(self) -> Path | None:
+        """Where the run is checkpointed (``checkpoint``), or None."""
+        return self.keeping.checkpoint
+
+    @property
     def evaluation_path(self) -> Path | None:
         """Where the evaluations are written: ``<stem>-evaluation.csv`` beside ``csv_path``."""
-        return None if self.csv_path is None else evaluations_beside(self.csv_path)
+        return self.keeping.evaluation_path
 
     @property
     def evaluations(self) -> list[dict[str, Any]]:
@@ -721,18 +731,13 @@ class EEGradStrategy(Strategy):
         row.update(self.release.record(state, n, replied))
         row.update(extra or {})
         state.records.append(row)
-        if self.csv_path is not None:  # the header with the first round, then a line a round
-            if len(state.records) == 1:
-                write_table(self.csv_path, state.records, self.columns)
-            else:
-                append_row(self.csv_path, row, self.columns)
         # the clients' (or the inner strategy's) metrics, then eegrad's, named as the record's
         metrics = {**(inner_metrics or {}), **record_metrics(row), "clients_failed": len(failed),
                    "step_scale": scale}  # fmt: skip
         state.metrics[server_round] = metrics
         state.server_round = server_round
-        if self.checkpoint is not None:
-            self._save(new_arrays)
+        self.keeping.after_round(state, self.columns, self.fingerprint,
+                                 lambda: self._snapshot(new_arrays))  # fmt: skip
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
@@ -742,28 +747,22 @@ class EEGradStrategy(Strategy):
                                       estimates=rule.selector.estimates()))  # fmt: skip
         return new_arrays, MetricRecord(metrics)
 
-    def _save(self, new_arrays: ArrayRecord | None) -> None:
-        """Checkpoint the run after the round: configuration, state and the round's model (its
-        step's, or the round's own where it made none)."""
-        rnd = self._round
-        model = ({k: array_view(new_arrays[k]) for k in new_arrays} if new_arrays is not None
-                 else dict(zip(rnd["keys"], rnd["model"], strict=True)))  # fmt: skip
+    def _snapshot(self, new_arrays: ArrayRecord | None) -> dict[str, np.ndarray]:
+        """For the checkpoint after the round: the inner strategy's state into the run's, and
+        the round's model (its step's, or the round's own where it made none)."""
         self.state.inner = self.aggregator.state()
-        save_run(self.checkpoint, self.fingerprint, self.state, model)
+        if new_arrays is not None:
+            return {k: array_view(new_arrays[k]) for k in new_arrays}
+        rnd = self._round
+        return dict(zip(rnd["keys"], rnd["model"], strict=True))
 
     def _resume(self, initial_arrays: ArrayRecord) -> ArrayRecord:
         """Load the checkpoint into a fresh state; returns the model to continue from."""
-        saved = read_run(self.checkpoint)
-        check_fingerprint(saved, self.fingerprint,
-                          {k: array_view(initial_arrays[k]) for k in initial_arrays})  # fmt: skip
-        check_state(saved)
-        self._setup(saved.field("num_nodes"), saved.field("dim"))
-        restore_run(self.state, saved)
+        model = self.keeping.resume(self.state, self.fingerprint,
+                                    {k: array_view(initial_arrays[k]) for k in initial_arrays},
+                                    self._setup, self.columns, self._evaluations)  # fmt: skip
         self.aggregator.load_state(self.state.inner)
-        if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
-            write_table(self.csv_path, self.state.records, self.columns)
-            self._evaluations.keep_until(self.state.server_round)
-        return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in saved.model.items()})
+        return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
 
     def _step_scale(self, n: int) -> float:
         """ρ of ``damp_exploration`` for a round of arm n: the rule's
@@ -798,7 +797,7 @@ class EEGradStrategy(Strategy):
         self.columns = self._base_columns + tuple(c for c in columns
                                                   if c not in self._base_columns)  # fmt: skip
         arrays = initial_arrays
-        if self.checkpoint is not None and self.checkpoint.exists():
+        if self.keeping.resumes:
             arrays = self._resume(initial_arrays)
             log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
                 "at round %d of %d", self.checkpoint, self.state.server_round,
@@ -882,14 +881,8 @@ class EEGradStrategy(Strategy):
         why = ("interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else
                f"{type(exc).__name__}: {str(exc).rstrip('.')}")  # fmt: skip
         done = self.state.server_round
-        kept = [f"{what} {path}" for what, path in (("records", self.csv_path),
-                ("checkpoint", self.checkpoint)) if path is not None]  # fmt: skip
-        if not kept:
-            then = "nothing was kept (give csv_path= and checkpoint= to keep a run and resume it)"
-        else:
-            then = f"kept: {', '.join(kept)}, rounds 1 to {done}" + (
-                "; start it again to resume" if self.checkpoint is not None else "")
-        log(ERROR, "EE-Grad: the run stopped after server round %d: %s; %s", done, why, then)
+        log(ERROR, "EE-Grad: the run stopped after server round %d: %s; %s", done, why,
+            self.keeping.kept(done))  # fmt: skip
 
     # -- evaluate ----------------------------------------------------------------------------------
     def configure_evaluate(

@@ -548,6 +548,19 @@ class Selector:
                                 "left ('rounds_left' is not in its reads).")  # fmt: skip
         self._outlook_before_ask(Outlook(rounds_left=rounds), "tell_rounds_left")
 
+    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        """The signal of the round just told, for a rule that reads ``"signal"``
+        (:class:`~eegrad.ProgressThompson`); refused otherwise. :meth:`tell_round` takes it in
+        the round's record."""
+        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
+                            "('signal' is not in its reads).")  # fmt: skip
+
+    def tell_local_steps(self, arms: Any, steps: Any) -> None:
+        """The local steps of the pending pull, for a rule that reads ``"local_steps"``;
+        refused otherwise. :meth:`tell_round` takes them in the round's record."""
+        raise ProtocolError(f"{self!r} does not learn from the clients' local steps "
+                            "('local_steps' is not in its reads).")  # fmt: skip
+
     def _outlook_before_ask(self, outlook: Outlook, call: str) -> None:
         if self._shape is None:
             raise ProtocolError(f"{self!r}: {call}() before init(R, N, d)")
