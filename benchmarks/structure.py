@@ -111,7 +111,7 @@ def rows(optax: Path | None) -> list[dict[str, Any]]:
     from eegrad.selectors import progress
 
     for name in ("ProgressFit", "ProgressThompson", "BudgetThompson", "SpreadThompson",
-                 "Selector"):  # fmt: skip
+                 "EEGrad", "FixedArm", "Selector"):  # fmt: skip
         cls = getattr(progress, name, None) or getattr(sel, name, None)
         if cls is not None:
             out.append(measure(name, _source(cls), MODES["rule"]))
