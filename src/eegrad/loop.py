@@ -45,8 +45,8 @@ from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
 from .parts import PullAccumulator, norm_and_inner
 from .parts import is_torch as _is_torch
-from .selectors.base import ProtocolError, Selector
-from .selectors.evidence import Outlook, RoundEvidence
+from .selectors.base import ProtocolError, Selector, not_read
+from .selectors.evidence import Outlook, RoundEvidence, pair_fields
 from .spread import SpreadSums, check_weights
 
 __all__ = ["GradientEstimator"]
@@ -350,8 +350,7 @@ class GradientEstimator:
         if self._pending is None:
             raise ProtocolError("tell_local_steps() without a pending ask(): ask() first")
         if "local_steps" not in self.selector.reads:
-            raise ProtocolError(f"{self.selector!r} does not learn from the clients' local "
-                                "steps ('local_steps' is not in its reads).")  # fmt: skip
+            raise not_read(self.selector, "local_steps", "learn from the clients' local steps")
         self._steps = check_real(steps, "steps", owner, gt=0)
 
     def tell_rounds_left(self, rounds: int) -> None:
@@ -404,7 +403,7 @@ class GradientEstimator:
                 f"The part(s) {bad} told at round {self.t + 1} for n = {self._pending + 1} "
                 "contain NaN or Inf."
             )
-        self._record(mean, self._pairs(y, w, spread=spread))
+        self._record(mean, pair_fields(y, w, weighted_spread=spread))
 
     def tell_part(self, part: Any, weight: float) -> None:
         r"""One part of the pending pull (a client's update, a worker's gradient), told as it
@@ -473,10 +472,10 @@ class GradientEstimator:
             spread = None  # the weighted spread, for a rule that reads it, where the parts' own
             if pair_sum is None and self.selector.uses_weighted_spread:
                 spread = pull.weighted_spread()
-            statistic = self._pairs(
+            statistic = pair_fields(
                 pull.pair_sum() if pair_sum is None else float(pair_sum),
-                pull.weights if weights is None else np.asarray(weights, np.float64), noisy,
-                spread)
+                pull.weights if weights is None else weights, noisy=noisy,
+                weighted_spread=spread)
         self._record_mean(pull.mean(), statistic)  # the accumulator checked every part
 
     def _check_told(self, call: str, name: str, value: Any, kind: type) -> str:
@@ -499,12 +498,6 @@ class GradientEstimator:
         self._ensure_backend(flat)
         self._record(self._backend.convert(flat), statistic)
 
-    @staticmethod
-    def _pairs(y: float, weights: np.ndarray, noisy: bool = False,
-               spread: float | None = None) -> dict[str, Any]:  # fmt: skip
-        """The parts' pair sum and weights (and weighted spread) as a record's fields."""
-        return {"pair_sums": np.array([y]), "weights": weights[None], "noisy": noisy,
-                "weighted_spread": None if spread is None else np.array([spread])}
 
     def tell_sums(self, sums: SpreadSums) -> None:
         r"""Tell the pending pull from its parts' sums alone — what a server under secure
@@ -527,7 +520,7 @@ class GradientEstimator:
                 f"The sums told at round {self.t + 1} for n = {self._pending + 1} contain NaN "
                 "or Inf."
             )
-        self._record_mean(mean, sums.evidence())
+        self._record_mean(mean, sums.evidence(spread))
 
     def withdraw(self) -> None:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the

@@ -234,12 +234,14 @@ class SpreadSums(NamedTuple):
         norm2 = sum(float(np.sum(np.square(np.asarray(a), dtype=np.float64))) for a in parts)
         return max(float(self.weighted_squares) - norm2 / float(self.total_weight), 0.0)
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self, spread: float | None = None) -> dict[str, Any]:
         """The sums as the fields of a round's record for one realization
         (:class:`~eegrad.selectors.evidence.RoundEvidence`: ``weighted_spread``, ``parts``,
-        ``total_weight``, ``total_weight2``, ``inverse_weight_sum``)."""
+        ``total_weight``, ``total_weight2``, ``inverse_weight_sum``); ``spread``: their
+        :meth:`weighted_spread` where the caller has it (a pass over the sum saved)."""
         inverse = self.inverse_weight_sum
-        return {"weighted_spread": np.array([self.weighted_spread()]),
+        spread = self.weighted_spread() if spread is None else spread
+        return {"weighted_spread": np.array([spread]),
                 "parts": np.array([self.n]), "total_weight": np.array([self.total_weight]),
                 "total_weight2": np.array([self.total_weight2]),
                 "inverse_weight_sum": None if inverse is None else np.array([inverse])}

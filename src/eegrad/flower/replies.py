@@ -29,6 +29,7 @@ from flwr.app import Array, ArrayRecord, Message
 
 from .._validation import InvalidParameterError, NonFiniteGradientError
 from ..parts import PullAccumulator, update_norm2
+from ..selectors.evidence import pair_fields
 from ..spread import SpreadSums
 from .client import LOCAL_STEPS_KEY, SUMS_METRICS
 from .model_arrays import array_view
@@ -269,12 +270,11 @@ class PlainFold(RoundFold):
         return self._steps_sum / self._replies
 
     def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
-        pull, fields = self.pull, {}
-        if pull.spread:
-            fields = {"pair_sums": np.array([pull.pair_sum()]), "weights": pull.weights[None]}
-            if "weighted_spread" in reads:
-                fields["weighted_spread"] = np.array([pull.weighted_spread()])
-        return pull.mean(), fields
+        pull = self.pull
+        if not pull.spread:
+            return pull.mean(), {}
+        spread = pull.weighted_spread() if "weighted_spread" in reads else None
+        return pull.mean(), pair_fields(pull.pair_sum(), pull.weights, weighted_spread=spread)
 
 
 class SumsFold(RoundFold):
@@ -309,21 +309,26 @@ class SumsFold(RoundFold):
     def sums(self) -> SpreadSums:
         """The round's :class:`~eegrad.spread.SpreadSums`; raises naming the round if they hold
         NaN or Inf."""
+        return self._checked()[0]
+
+    def _checked(self) -> tuple[SpreadSums, float]:
+        """The round's sums and their weighted spread Q (one pass over the sum), checked
+        finite."""
         s = self._scalars
         sums = SpreadSums(n=int(s[0]), total_weight=float(s[1]), total_weight2=float(s[2]),
                           weighted_sum=self._total, weighted_squares=float(s[3]),
                           inverse_weight_sum=float(s[4]))  # fmt: skip
-        if not (math.isfinite(sums.weighted_spread())
-                and all(np.all(np.isfinite(t)) for t in self._total)):  # fmt: skip
+        spread = sums.weighted_spread()
+        if not (math.isfinite(spread) and all(np.all(np.isfinite(t)) for t in self._total)):
             raise NonFiniteGradientError(
                 f"The sum of the replies at server round {self.server_round} contains NaN or "
                 "Inf (with secure sums the node cannot be named)."
             )
-        return sums
+        return sums, spread
 
     def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
-        sums = self.sums()
-        return sums.mean(), sums.evidence()
+        sums, spread = self._checked()
+        return sums.mean(), sums.evidence(spread)
 
     def client_metrics(self) -> dict[str, Any]:
         return {}  # the sums protocol's scalars are its own; nothing else is read
@@ -359,8 +364,7 @@ class PrivateFold(RoundFold):
         released = pull.mean()
         released = released if isinstance(released, list) else [released]
         pair_sum = self.private.release(released, pull.count, pull.size, self._spread, self.n)
-        return released, {"pair_sums": np.array([pair_sum]),
-                          "weights": np.ones((1, pull.count)), "noisy": True}
+        return released, pair_fields(pair_sum, np.ones(pull.count), noisy=True)
 
     def client_metrics(self) -> dict[str, Any]:
         return {}

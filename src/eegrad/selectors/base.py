@@ -26,29 +26,12 @@ from ..spread import check_weights, pair_sum, weighted_mean, weighted_spread
 from ..statistics import ArmStatistics
 from .evidence import Outlook, RoundEvidence
 
-__all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel"]
-
-
-def _per_realization(value: Any, name: str, owner: str, R: int,
-                     nonnegative: bool = True) -> np.ndarray:  # fmt: skip
-    """One finite number (>= 0 unless ``nonnegative`` is False) per realization, shape (R,),
-    else the standard error."""
-    x = np.asarray(value, dtype=np.float64)
-    if x.shape != (R,) or not np.all(np.isfinite(x)) or (nonnegative and np.any(x < 0)):
-        sign = " and >= 0" if nonnegative else ""
-        raise fail(name, owner, f"finite{sign}, of shape ({R},)", x)
-    return x
+__all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel", "not_read"]
 
 
 #: The value of a :attr:`Selector.run_rounds_params` parameter that stands for the run's total
 #: rounds K·T (e.g. ``horizon = "KT"`` of ``memory_kl_lcb`` in a configuration).
 RUN_ROUNDS = "KT"
-
-#: What :meth:`Selector.tell_round` reads of the record (the rest of ``reads`` is the outlook);
-#: a round's local steps may be missing (its clients reported none), and the weighted spread
-#: where a private release gives the pair sum alone.
-_ROUND_READS = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps"})
-_OPTIONAL_READS = frozenset({"local_steps", "weighted_spread"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +84,17 @@ class ProtocolError(InvalidParameterError):
     """The ask/tell protocol was broken (tell without ask, two tells, wrong arms...)."""
 
 
+def _reads(name: str, what: str) -> property:
+    """A read-only flag of a rule: whether ``name`` is in its :attr:`Selector.reads`."""
+    return property(lambda self: name in self.reads,
+                    doc=f"Whether the rule {what} (``{name!r}`` in :attr:`reads`).")
+
+
+def not_read(rule: Selector, name: str, what: str) -> ProtocolError:
+    """The error of telling ``rule`` what it does not read (``name``, in words ``what``)."""
+    return ProtocolError(f"{rule!r} does not {what} ({name!r} is not in its reads).")
+
+
 class Selector:
     """Base class of the selection rules (ask/tell over R realizations at once).
 
@@ -139,32 +133,14 @@ class Selector:
         self._shape: tuple[int, int, int] | None = None
         self.truth: Truth | None = None
 
-    # -- what the rule reads, as the drivers ask it ------------------------------------------
-    @property
-    def uses_parts(self) -> bool:
-        """Whether the rule learns from the parts of a pull (``"spread"`` in :attr:`reads`):
-        such a rule is told their pair sum and weights; any other rule their weighted mean."""
-        return "spread" in self.reads
-
-    @property
-    def uses_weighted_spread(self) -> bool:
-        """Whether the rule reads the parts' weighted spread beside their pair sum."""
-        return "weighted_spread" in self.reads
-
-    @property
-    def uses_signal(self) -> bool:
-        """Whether the rule reads the signal of a pull's mean (``"signal"``)."""
-        return "signal" in self.reads
-
-    @property
-    def uses_costs(self) -> bool:
-        """Whether the rule weighs each arm's progress against its round's cost (``"costs"``)."""
-        return "costs" in self.reads
-
-    @property
-    def uses_rounds_left(self) -> bool:
-        """Whether the rule weighs a round's noise against the rounds left (``"rounds_left"``)."""
-        return "rounds_left" in self.reads
+    # -- what the rule reads, as the drivers ask it (derived from reads) ------------------------
+    uses_parts = _reads("spread", "learns from the parts of a pull: such a rule is told their "
+                        "pair sum and weights, any other rule their weighted mean")
+    uses_weighted_spread = _reads("weighted_spread", "reads the parts' weighted spread beside "
+                                  "their pair sum")
+    uses_signal = _reads("signal", "reads the signal of a pull's mean")
+    uses_costs = _reads("costs", "weighs each arm's progress against its round's cost")
+    uses_rounds_left = _reads("rounds_left", "weighs a round's noise against the rounds left")
 
     # -- lifecycle ---------------------------------------------------------------------------
     def init(self, R: int, N: int, d: int, truth: Truth | None = None, streams: Any = None) -> None:
@@ -275,9 +251,7 @@ class Selector:
         (the signal, the local steps). A record that lacks what the rule reads is refused,
         naming it; fields the rule does not read are ignored."""
         self._check_pending(np.asarray(evidence.arms), "tell_round")
-        lacking = [name for name in sorted(self.reads & _ROUND_READS)
-                   if name not in _OPTIONAL_READS and not evidence.holds(name)]  # fmt: skip
-        if lacking:
+        if lacking := evidence.lacking(self.reads):
             raise ProtocolError(
                 f"{self!r} reads {', '.join(repr(x) for x in lacking)} of each round, which "
                 f"the record told lacks (it gives {evidence.given() or 'the arms alone'}).")
@@ -339,60 +313,25 @@ class Selector:
                             f"{type(self).__name__}.tell_spread_sums")  # fmt: skip
 
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
-        """Check the round's statistic and record it: the parts' pair sums, else their sums,
-        else the mean, else its summary. A rule that reads more of the record (the signal, the
-        local steps) extends this."""
-        arms = ev.arms
+        """Check the round's statistic (:attr:`RoundEvidence.statistic`) and record it. A rule
+        that reads more of the record (the signal, the local steps) extends this."""
         R, N, d = self._shape  # type: ignore[misc]
-        if ev.pair_sums is not None:
-            y = _per_realization(ev.pair_sums, "pair_sums", owner, R, nonnegative=not ev.noisy)
-            w = np.asarray(ev.weights, dtype=np.float64)
-            if w.ndim != 2 or w.shape[0] != R:
-                raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
-            q = None
-            if ev.weighted_spread is not None:
-                if ev.noisy:
-                    raise fail("weighted_spread", owner, "None with noisy=True (a private "
-                               "release gives the pair sum alone)", "given")  # fmt: skip
-                q = _per_realization(ev.weighted_spread, "weighted_spread", owner, R)
-            self._observe_pairs(arms, y, check_weights(w, owner, w.shape), q)
-        elif ev.has_sums:
-            self._observe_checked_sums(ev, owner)
-        elif ev.mean is not None:
-            g = np.asarray(ev.mean, dtype=np.float64)
-            if g.shape != (R, d):
-                raise fail("mean", owner, f"of shape ({R}, {d})", g.shape)
-            if not np.all(np.isfinite(g)):
-                raise fail("mean", owner, "finite (no NaN or Inf)", g)
-            self._observe(arms, g)
-        elif ev.sq_increment is not None:
-            inc = _per_realization(ev.sq_increment, "sq_increment", owner, R)
-            if ev.gram_row is not None:
-                row = np.asarray(ev.gram_row, dtype=np.float64)
-                if row.shape != (R, N) or not np.all(np.isfinite(row)):
-                    raise fail("gram_row", owner, f"finite, of shape ({R}, {N})", row)
-                self._observe_gram(arms, inc, row)
+        kind = ev.statistic
+        if kind == "pairs":
+            self._observe_pairs(ev.arms, *ev.checked_pairs(R, owner))
+        elif kind == "sums":
+            self._observe_sums(ev.arms, *ev.checked_sums(R, owner))
+        elif kind == "mean":
+            self._observe(ev.arms, ev.checked_mean(R, d, owner))
+        elif kind == "summary":
+            inc, row = ev.checked_summary(R, N, owner)
+            if row is None:
+                self._observe_summary(ev.arms, inc)
             else:
-                self._observe_summary(arms, inc)
+                self._observe_gram(ev.arms, inc, row)
         else:
             raise ProtocolError(f"{self!r}: the round told has no statistic (a mean, its "
                                 "summary, the parts' pair sums or their sums)")  # fmt: skip
-
-    def _observe_checked_sums(self, ev: RoundEvidence, owner: str) -> None:
-        R = self._shape[0]  # type: ignore[index]
-        q = _per_realization(ev.weighted_spread, "weighted_spread", owner, R)
-        count = _per_realization(ev.parts, "n", owner, R)
-        W = _per_realization(ev.total_weight, "total_weight", owner, R)
-        W2 = _per_realization(ev.total_weight2, "total_weight2", owner, R)
-        if np.any(count < 1) or np.any(W <= 0) or np.any(W2 > W * W * (1 + 1e-12)):
-            raise fail("total_weight", owner, "W > 0, n >= 1 and W2 <= W² (sums of n weights)",
-                       f"W = {W}, W2 = {W2}, n = {count}")  # fmt: skip
-        inv = None if ev.inverse_weight_sum is None else _per_realization(
-            ev.inverse_weight_sum, "inverse_weight_sum", owner, R)  # fmt: skip
-        if inv is not None and np.any(inv * W < count * count * (1 - 1e-12)):
-            raise fail("inverse_weight_sum", owner, "Σ1/ω >= n²/W (sums of n weights > 0)",
-                       f"Σ1/ω = {inv}, W = {W}, n = {count}")  # fmt: skip
-        self._observe_sums(ev.arms, q, count, W, W2, inv)
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
                       W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
@@ -535,8 +474,7 @@ class Selector:
         total budget, for the next ask: as :meth:`ask`'s ``outlook``, for a rule that reads
         ``"costs"``; refused otherwise."""
         if not self.uses_costs:
-            raise ProtocolError(f"{self!r} does not weigh the cost of a round "
-                                "('costs' is not in its reads).")  # fmt: skip
+            raise not_read(self, "costs", "weigh the cost of a round")
         self._outlook_before_ask(Outlook(costs=costs, budget_left=budget_left), "tell_costs")
 
     def tell_rounds_left(self, rounds: int) -> None:
@@ -544,22 +482,19 @@ class Selector:
         as :meth:`ask`'s ``outlook``, for a rule that reads ``"rounds_left"``; refused
         otherwise."""
         if not self.uses_rounds_left:
-            raise ProtocolError(f"{self!r} does not weigh a round's noise against the rounds "
-                                "left ('rounds_left' is not in its reads).")  # fmt: skip
+            raise not_read(self, "rounds_left", "weigh a round's noise against the rounds left")
         self._outlook_before_ask(Outlook(rounds_left=rounds), "tell_rounds_left")
 
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
         """The signal of the round just told, for a rule that reads ``"signal"``
         (:class:`~eegrad.ProgressThompson`); refused otherwise. :meth:`tell_round` takes it in
         the round's record."""
-        raise ProtocolError(f"{self!r} does not learn from the signal of a pull's mean "
-                            "('signal' is not in its reads).")  # fmt: skip
+        raise not_read(self, "signal", "learn from the signal of a pull's mean")
 
     def tell_local_steps(self, arms: Any, steps: Any) -> None:
         """The local steps of the pending pull, for a rule that reads ``"local_steps"``;
         refused otherwise. :meth:`tell_round` takes them in the round's record."""
-        raise ProtocolError(f"{self!r} does not learn from the clients' local steps "
-                            "('local_steps' is not in its reads).")  # fmt: skip
+        raise not_read(self, "local_steps", "learn from the clients' local steps")
 
     def _outlook_before_ask(self, outlook: Outlook, call: str) -> None:
         if self._shape is None:

@@ -38,11 +38,42 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["READS", "Outlook", "RoundEvidence"]
+from .._validation import fail
+from ..spread import check_weights
 
+__all__ = ["OPTIONAL", "OUTLOOK", "READS", "ROUND", "Outlook", "RoundEvidence", "pair_fields"]
+
+#: The names of what a round's record carries (:class:`RoundEvidence`).
+ROUND = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps"})
+#: The names of what an ask's outlook carries (:class:`Outlook`).
+OUTLOOK = frozenset({"costs", "budget_left", "rounds_left"})
 #: The names a rule's :attr:`~eegrad.Selector.reads` may hold (the module's docstring).
-READS = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps", "costs",
-                   "budget_left", "rounds_left"})  # fmt: skip
+READS = ROUND | OUTLOOK
+#: What a rule reads where it is there and goes without where it is not: a round's local steps
+#: (its clients reported none), the weighted spread (a private release gives the pair sum
+#: alone), the rounds left (a run of no known end: each round's noise charged in full). A
+#: driver must supply every other name a rule reads.
+OPTIONAL = frozenset({"local_steps", "weighted_spread", "rounds_left"})
+
+
+def _per_realization(value: Any, name: str, owner: str, R: int,
+                     nonnegative: bool = True) -> np.ndarray:  # fmt: skip
+    """One finite number (>= 0 unless ``nonnegative`` is False) per realization, shape (R,),
+    else the standard error."""
+    x = np.asarray(value, dtype=np.float64)
+    if x.shape != (R,) or not np.all(np.isfinite(x)) or (nonnegative and np.any(x < 0)):
+        sign = " and >= 0" if nonnegative else ""
+        raise fail(name, owner, f"finite{sign}, of shape ({R},)", x)
+    return x
+
+
+def pair_fields(pair_sum: float, weights: Any, *, noisy: bool = False,
+                weighted_spread: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """The parts' pair sum and weights (and their weighted spread) of one realization's round
+    as fields of its :class:`RoundEvidence` (``noisy``: from a private release)."""
+    return {"pair_sums": np.array([pair_sum]),
+            "weights": np.asarray(weights, dtype=np.float64)[None], "noisy": noisy,
+            "weighted_spread": None if weighted_spread is None else np.array([weighted_spread])}
 
 
 @dataclass(frozen=True)
@@ -99,6 +130,72 @@ class RoundEvidence:
     def has_sums(self) -> bool:
         """Whether the record holds the sums of secure aggregation (not the pair sum)."""
         return self.pair_sums is None and self.total_weight is not None
+
+    @property
+    def statistic(self) -> str | None:
+        """Which statistic of the round the record holds: ``"pairs"`` (the parts' pair sums),
+        ``"sums"`` (secure aggregation's), ``"mean"``, ``"summary"`` (the mean's increment), in
+        that order of precedence; None: none."""
+        if self.pair_sums is not None:
+            return "pairs"
+        if self.has_sums:
+            return "sums"
+        if self.mean is not None:
+            return "mean"
+        return "summary" if self.sq_increment is not None else None
+
+    def lacking(self, reads: frozenset[str]) -> list[str]:
+        """What of ``reads`` the record must hold and does not (:data:`OPTIONAL` aside)."""
+        return [name for name in sorted((reads & ROUND) - OPTIONAL) if not self.holds(name)]
+
+    def checked_pairs(self, R: int, owner: str) -> tuple[np.ndarray, np.ndarray,
+                                                          np.ndarray | None]:  # fmt: skip
+        """The pair sums (R,), weights (R, m) and weighted spread (R,) or None, checked."""
+        y = _per_realization(self.pair_sums, "pair_sums", owner, R, nonnegative=not self.noisy)
+        w = np.asarray(self.weights, dtype=np.float64)
+        if w.ndim != 2 or w.shape[0] != R:
+            raise fail("weights", owner, f"of shape ({R}, m)", w.shape)
+        if self.weighted_spread is not None and self.noisy:
+            raise fail("weighted_spread", owner, "None with noisy=True (a private release gives "
+                       "the pair sum alone)", "given")  # fmt: skip
+        q = None if self.weighted_spread is None else _per_realization(
+            self.weighted_spread, "weighted_spread", owner, R)  # fmt: skip
+        return y, check_weights(w, owner, w.shape), q
+
+    def checked_sums(self, R: int, owner: str) -> tuple[np.ndarray, ...]:
+        """Q, n, W, W₂ (each (R,)) and Σ1/ω ((R,) or None), checked to be sums of n weights."""
+        q = _per_realization(self.weighted_spread, "weighted_spread", owner, R)
+        count = _per_realization(self.parts, "n", owner, R)
+        W = _per_realization(self.total_weight, "total_weight", owner, R)
+        W2 = _per_realization(self.total_weight2, "total_weight2", owner, R)
+        if np.any(count < 1) or np.any(W <= 0) or np.any(W2 > W * W * (1 + 1e-12)):
+            raise fail("total_weight", owner, "W > 0, n >= 1 and W2 <= W² (sums of n weights)",
+                       f"W = {W}, W2 = {W2}, n = {count}")  # fmt: skip
+        inv = None if self.inverse_weight_sum is None else _per_realization(
+            self.inverse_weight_sum, "inverse_weight_sum", owner, R)  # fmt: skip
+        if inv is not None and np.any(inv * W < count * count * (1 - 1e-12)):
+            raise fail("inverse_weight_sum", owner, "Σ1/ω >= n²/W (sums of n weights > 0)",
+                       f"Σ1/ω = {inv}, W = {W}, n = {count}")  # fmt: skip
+        return q, count, W, W2, inv
+
+    def checked_mean(self, R: int, d: int, owner: str) -> np.ndarray:
+        """The round's output (R, d), checked finite."""
+        g = np.asarray(self.mean, dtype=np.float64)
+        if g.shape != (R, d):
+            raise fail("mean", owner, f"of shape ({R}, {d})", g.shape)
+        if not np.all(np.isfinite(g)):
+            raise fail("mean", owner, "finite (no NaN or Inf)", g)
+        return g
+
+    def checked_summary(self, R: int, N: int, owner: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """The increment (R,) and the Gram row (R, N) or None, checked."""
+        inc = _per_realization(self.sq_increment, "sq_increment", owner, R)
+        if self.gram_row is None:
+            return inc, None
+        row = np.asarray(self.gram_row, dtype=np.float64)
+        if row.shape != (R, N) or not np.all(np.isfinite(row)):
+            raise fail("gram_row", owner, f"finite, of shape ({R}, {N})", row)
+        return inc, row
 
     def holds(self, name: str) -> bool:
         """Whether the record holds what ``name`` (one of :data:`READS`) stands for."""
