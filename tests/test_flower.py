@@ -725,3 +725,25 @@ def test_start_twice_is_two_fresh_runs(tmp_path):
     assert len(strategy.records) == 6
     assert (tmp_path / "run.csv").read_text() == text
     np.testing.assert_array_equal(first.arrays["w"].numpy(), second.arrays["w"].numpy())
+
+
+def test_the_round_mean_is_copied_for_the_rule_only_where_it_keeps_statistics(monkeypatch):
+    # A rule that keeps no arm statistics (FixedArm, FedAvg's n) is told each round without an
+    # O(d) float64 copy of its mean; one that keeps them (EEGrad, T rounds a step) gets the mean.
+    from eegrad import EEGrad
+    from eegrad.selectors.base import Selector
+
+    told = []
+    original = Selector.tell_round
+
+    def spy(self, evidence):
+        told.append((type(self).__name__, evidence.statistic))
+        return original(self, evidence)
+
+    monkeypatch.setattr(Selector, "tell_round", spy)
+    _start(_strategy(selector=FixedArm(3)), LocalGrid(_app(), K, seed=2), 3)
+    assert told == [("FixedArm", "summary")] * 3
+    told.clear()
+    _start(_strategy(selector=EEGrad(beta=4.0, P=1.0), steps="t-rounds", T=2 * K),
+           LocalGrid(_app(), K, seed=2), 4)  # fmt: skip
+    assert told == [("EEGrad", "mean")] * 4

@@ -43,7 +43,7 @@ from ._validation import (
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
-from .parts import PullAccumulator, norm_and_inner
+from .parts import PullAccumulator, flat_host, norm_and_inner
 from .parts import is_torch as _is_torch
 from .selectors.base import ProtocolError, Selector, not_read
 from .selectors.evidence import Outlook, RoundEvidence, pair_fields
@@ -61,13 +61,6 @@ def _flatten(x: Any) -> Any:
             return torch.cat([t.reshape(-1) for t in x])
         return np.concatenate([np.ravel(a) for a in x])
     return x.reshape(-1)
-
-
-def _flat_host(g: Any) -> np.ndarray:
-    """The round's output as one float64 NumPy vector (a list of arrays or tensors joined)."""
-    parts = g if isinstance(g, list | tuple) else [g]
-    return np.concatenate([np.ravel(p.detach().cpu().numpy() if _is_torch(p) else p)
-                           for p in parts]).astype(np.float64)  # fmt: skip
 
 
 def _all_finite(x: Any) -> bool:
@@ -318,7 +311,7 @@ class GradientEstimator:
             if self.selector.uses_signal:
                 fields.update(self._signal(g))
         elif self._mode == "full":
-            fields = {"mean": _flat_host(g)[None]}
+            fields = {"mean": flat_host(g)[None]}
         else:
             fields = {"sq_increment": np.array([inc]),
                       "gram_row": None if row is None else row[None]}  # fmt: skip

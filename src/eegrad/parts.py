@@ -48,7 +48,7 @@ from .statistics import (
     welford_fold_torch,
 )
 
-__all__ = ["PullAccumulator", "is_torch", "update_norm2"]
+__all__ = ["PullAccumulator", "flat_host", "is_torch", "update_norm2"]
 
 
 def is_torch(x: Any) -> bool:
@@ -293,6 +293,13 @@ def update_norm2(part: Any, reference: Any) -> float:
                 d = np.subtract(rf, xf, dtype=np.float64)
                 total += float(np.dot(d, d))
     return total
+
+
+def flat_host(x: Any) -> np.ndarray:
+    """An array, a tensor or a list of them (a model's) as one float64 NumPy vector."""
+    parts = x if isinstance(x, list | tuple) else [x]
+    return np.concatenate([np.ravel(p.detach().cpu().numpy() if is_torch(p) else p)
+                           for p in parts]).astype(np.float64)  # fmt: skip
 
 
 def norm_and_inner(x: Any, y: Any = None) -> tuple[float, float | None]:

@@ -5,7 +5,8 @@ r"""The rule of a federated run, asked and told one round at a time.
 round's one record (:class:`~eegrad.selectors.evidence.RoundEvidence`) through
 :meth:`~eegrad.Selector.tell_round`: of what the round's fold computed, what the rule
 :attr:`~eegrad.Selector.reads` — the parts' spread (their pair sum and weights, or the sums
-secure aggregation reveals), or the round's mean; the squared norm of the mean and its inner
+secure aggregation reveals), or the round's mean (for a rule that keeps the arms'
+statistics; one that keeps none is told the round alone); the squared norm of the mean and its inner
 product with the last step's (the signal); the clients' local steps.
 
 The step's estimate is the round's mean (every round a step, ``T = 1``), or the mean of T
@@ -22,16 +23,11 @@ import numpy as np
 from .._random import RealizationStreams, as_generator
 from .._validation import fail
 from ..engines import numba_available
-from ..parts import norm_and_inner
+from ..parts import flat_host, norm_and_inner
 from ..selectors.base import ProtocolError, Selector
 from ..selectors.evidence import Outlook, RoundEvidence
 
 __all__ = ["RuleDriver"]
-
-
-def _flat(arrays: list[Any]) -> np.ndarray:
-    """The model's arrays as one float64 vector."""
-    return np.concatenate([np.asarray(a, np.float64).reshape(-1) for a in arrays])
 
 
 class RuleDriver:
@@ -102,8 +98,13 @@ class RuleDriver:
         mean ``local_steps`` (None: not every client reported them)."""
         if self._pending is None:
             raise ProtocolError("tell() without a pending ask()")
-        reads = self.selector.reads
-        fields: dict[str, Any] = dict(spread) if "spread" in reads else {"mean": _flat(mean)[None]}
+        sel, reads = self.selector, self.selector.reads
+        if "spread" in reads:
+            fields: dict[str, Any] = dict(spread)
+        elif sel.uses_statistics:  # the arms' statistics of the T rounds take the round's mean
+            fields = {"mean": flat_host(mean)[None]}
+        else:  # a rule that keeps none is told the round, not an O(d) copy of its mean
+            fields = {"sq_increment": np.zeros(1)}
         if "signal" in reads:
             norm2, persistence = norm_and_inner(mean, self._last_mean)
             fields["mean_norm2"] = np.array([norm2])
@@ -115,7 +116,7 @@ class RuleDriver:
         if self.T == 1:
             self._estimate = mean
         else:
-            flat = _flat(mean)
+            flat = flat_host(mean)
             self._sum = flat if self._sum is None else self._sum + flat
         self._pending = None
         self.t += 1
