@@ -119,11 +119,25 @@ def test_the_rule_is_told_the_rounds_left_of_its_run(monkeypatch):
     told = _told_rounds_left(monkeypatch)
     _start(_strategy(), LocalGrid(_app(), K, seed=2), 6)
     assert told == [6, 5, 4, 3, 2, 1]
-    # a rule that does not read them (the total budget's, under B a round) keeps none
-    strategy = _strategy(selector=BudgetThompson(population=K))
-    _start(strategy, LocalGrid(_app(), K, seed=2), 3)
-    assert len(strategy.records) == 3
-    assert not hasattr(strategy.selector, "_rounds_left")
+
+
+def test_a_rule_whose_outlook_the_budget_cannot_supply_is_refused():
+    # BudgetThompson weighs every n's cost and the budget left; under B a round the clients
+    # report no costs, so it would run on another objective: refused, naming what it reads.
+    with pytest.raises(InvalidParameterError, match=r"'selector' parameter of EEGradStrategy "
+                                                    r"must be a rule whose outlook B a round "
+                                                    r"supplies \(it tells rounds_left\); this "
+                                                    r"one reads 'budget_left', 'costs'"):  # fmt: skip
+        _strategy(selector=BudgetThompson(population=K))
+    # ProgressThompson reads the rounds left where there are some: a total budget's run goes on
+    # without them (each round's noise charged in full)
+    EEGradStrategy(total_budget=100.0, cost_metric="cost", selector=ProgressThompson())
+    # a rule that reads the budget left or the rounds left, whichever is told (goes_without),
+    # runs under either budget
+    from eegrad.bench.methods import BudgetSchedule
+
+    for budget in ({"budget": 40.0, "c_min": 1.5}, {"total_budget": 100.0, "cost_metric": "c"}):
+        EEGradStrategy(**budget, selector=BudgetSchedule([1, 2, 3, 4]))
 
 
 def test_fedsgd_with_fixed_n_equals_a_plain_numpy_loop():

@@ -30,7 +30,7 @@ import numpy as np
 from .._validation import check_integer, fail
 from ..selectors.base import Selector
 from ..selectors.budget import BudgetThompson
-from ..selectors.evidence import Outlook
+from ..selectors.evidence import OPTIONAL, Outlook
 from ..selectors.progress import ProgressThompson
 
 __all__ = ["PHASES", "BudgetSchedule", "NoiseScaleRule", "ema", "guess_n", "isp_choice",
@@ -70,7 +70,9 @@ class BudgetSchedule(Selector):
 
     uses_statistics = False
     keeps_memory = True
-    reads = frozenset({"mean", "costs", "budget_left", "rounds_left"})
+    #: What the run has spent: the budget left, or with B a round the rounds left.
+    reads = frozenset({"mean", "budget_left", "rounds_left"})
+    goes_without = OPTIONAL | {"budget_left"}
 
     def __init__(self, counts: Iterable[int]) -> None:
         super().__init__()

@@ -31,7 +31,8 @@ from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_real, fail
 from ..arms import feasible_arms, per_client_spend
-from ..selectors.evidence import Outlook
+from ..selectors.base import Selector
+from ..selectors.evidence import OUTLOOK, Outlook
 from .replies import ClientUpdateError, RoundFold
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
@@ -64,6 +65,8 @@ class RoundBudget:
 
     #: The run's total (None: a budget per round).
     total = None
+    #: What of a rule's outlook this budget tells it before each ask (:meth:`outlook`).
+    supplies = frozenset({"rounds_left"})
     #: Record columns this budget adds.
     columns: tuple[str, ...] = ()
     #: Whether every reply must report its cost.
@@ -171,6 +174,8 @@ class TotalBudget:
         read in the metric's seconds).
     """
 
+    #: What of a rule's outlook this budget tells it before each ask (:meth:`outlook`).
+    supplies = frozenset({"costs", "budget_left"})
     #: Record columns this budget adds.
     columns: tuple[str, ...] = ("budget_left",)
     #: Whether every reply must report its cost.
@@ -281,6 +286,20 @@ class TotalBudget:
                 f"{self.cost_metric!r} × {self.cost_scale:g}")  # fmt: skip
         log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
             "(%s) plus D = %r", self.total, self.round_cost, each, self.aggregation)  # fmt: skip
+
+
+def check_outlook(budgeting: RoundBudget | TotalBudget, rule: Selector,
+                  owner: str = "EEGradStrategy") -> None:  # fmt: skip
+    """Refuse a rule that reads an outlook the budget cannot tell it (what the rule does not go
+    without, :attr:`~eegrad.Selector.goes_without`), rather than let it run on another objective
+    than its own: e.g. :class:`~eegrad.BudgetThompson`, which weighs every n's cost and the
+    budget left, under B a round, whose clients report no costs."""
+    missing = sorted((rule.reads & OUTLOOK) - rule.goes_without - budgeting.supplies)
+    if missing:
+        kind = "B a round" if budgeting.total is None else "a total budget"
+        told = ", ".join(sorted(budgeting.supplies))
+        raise fail("selector", owner, f"a rule whose outlook {kind} supplies (it tells {told}); "
+                   f"this one reads {', '.join(repr(m) for m in missing)}", rule)
 
 
 def make_budget(budget: float | None, total_budget: float | None, c_min: float | None,

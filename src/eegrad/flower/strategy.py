@@ -71,7 +71,7 @@ from .._validation import (
 from ..costs import AggregationCost, LinearAggregation, as_aggregation
 from ..selectors import BudgetThompson, ProgressThompson, Selector, SpreadThompson
 from .aggregators import make_aggregator
-from .budgets import BudgetSpent, make_budget
+from .budgets import BudgetSpent, check_outlook, make_budget
 from .client import SHARE_KEY, check_metric_key
 from .driver import RuleDriver
 from .evaluations import EVALUATION_COLUMNS
@@ -383,6 +383,8 @@ class EEGradStrategy(Strategy):
             raise InvalidParameterTypeError(
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
+        if selector is not None:
+            check_outlook(self.budgeting, selector, owner)
         self._given_selector = selector  # as the user gave it: nothing is written into it
         self.server_lr = check_real(server_lr, "server_lr", owner, gt=0)
         #: What the server sees of a round's replies, a part that owns what it keeps: each

@@ -24,7 +24,7 @@ from .._validation import InvalidParameterError, fail
 from ..oracle import Truth
 from ..spread import check_weights, pair_sum, weighted_mean, weighted_spread
 from ..statistics import ArmStatistics
-from .evidence import Outlook, RoundEvidence
+from .evidence import OPTIONAL, Outlook, RoundEvidence
 
 __all__ = ["IndexSelector", "KernelSpec", "ProtocolError", "Selector", "has_kernel", "not_read"]
 
@@ -113,6 +113,9 @@ class Selector:
     #: ``"budget_left"``, ``"rounds_left"``. A driver computes what the rule reads, and
     #: :meth:`tell_round` refuses a record that lacks it.
     reads: frozenset[str] = frozenset({"mean"})
+    #: What of :attr:`reads` the rule goes without where a driver cannot supply it (default
+    #: :data:`eegrad.selectors.evidence.OPTIONAL`); a driver must supply the rest.
+    goes_without: frozenset[str] = OPTIONAL
     #: Whether the rule keeps its evidence across SGD iterates (:meth:`next_iterate`).
     keeps_memory: bool = False
     #: Whether the current run may use the rule's compiled per-realization code where it has
@@ -251,7 +254,7 @@ class Selector:
         (the signal, the local steps). A record that lacks what the rule reads is refused,
         naming it; fields the rule does not read are ignored."""
         self._check_pending(np.asarray(evidence.arms), "tell_round")
-        if lacking := evidence.lacking(self.reads):
+        if lacking := evidence.lacking(self.reads, self.goes_without):
             raise ProtocolError(
                 f"{self!r} reads {', '.join(repr(x) for x in lacking)} of each round, which "
                 f"the record told lacks (it gives {evidence.given() or 'the arms alone'}).")

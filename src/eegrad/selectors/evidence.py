@@ -49,10 +49,11 @@ ROUND = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps"}
 OUTLOOK = frozenset({"costs", "budget_left", "rounds_left"})
 #: The names a rule's :attr:`~eegrad.Selector.reads` may hold (the module's docstring).
 READS = ROUND | OUTLOOK
-#: What a rule reads where it is there and goes without where it is not: a round's local steps
-#: (its clients reported none), the weighted spread (a private release gives the pair sum
-#: alone), the rounds left (a run of no known end: each round's noise charged in full). A
-#: driver must supply every other name a rule reads.
+#: What a rule reads where it is there and goes without where it is not, by default
+#: (:attr:`~eegrad.Selector.goes_without`): a round's local steps (its clients reported none),
+#: the weighted spread (a private release gives the pair sum alone), the rounds left (a run of
+#: no known end: each round's noise charged in full). A driver must supply every other name a
+#: rule reads.
 OPTIONAL = frozenset({"local_steps", "weighted_spread", "rounds_left"})
 
 
@@ -144,9 +145,9 @@ class RoundEvidence:
             return "mean"
         return "summary" if self.sq_increment is not None else None
 
-    def lacking(self, reads: frozenset[str]) -> list[str]:
-        """What of ``reads`` the record must hold and does not (:data:`OPTIONAL` aside)."""
-        return [name for name in sorted((reads & ROUND) - OPTIONAL) if not self.holds(name)]
+    def lacking(self, reads: frozenset[str], optional: frozenset[str] = OPTIONAL) -> list[str]:
+        """What of ``reads`` the record must hold and does not (``optional`` aside)."""
+        return [name for name in sorted((reads & ROUND) - optional) if not self.holds(name)]
 
     def checked_pairs(self, R: int, owner: str) -> tuple[np.ndarray, np.ndarray,
                                                           np.ndarray | None]:  # fmt: skip
