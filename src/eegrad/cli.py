@@ -116,7 +116,7 @@ def _overlay_rules() -> list[Any]:
     in the simulator (not those that learn from the parts of a pull)."""
     from .selectors import all_rules
 
-    return [i for i in all_rules() if not i.required() and "spread" not in i.cls.reads]
+    return [i for i in all_rules() if not i.required() and i.simulated]
 
 
 def _registered_rule(value: str) -> str:

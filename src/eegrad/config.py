@@ -329,7 +329,7 @@ def _build_selector(data: dict[str, Any], prefix: str, where: str) -> SelectorCo
     for key in info.required():
         if key not in params:
             raise ConfigError(f"Key '{prefix}.{key}' in {where} must be given for rule {rule!r}.")
-    if "spread" in info.cls.reads:
+    if not info.simulated:
         raise ConfigError(
             f"Key '{prefix}.rule' in {where}: rule {rule!r} learns from the parts of each pull, "
             "which the simulator does not produce; use it through "

@@ -66,6 +66,14 @@ class RuleInfo:
         :class:`~eegrad.engines.EngineFallbackWarning` where ``engine="numba"`` was asked for)."""
         return has_kernel(self.cls)
 
+    @property
+    def simulated(self) -> bool:
+        """Whether the simulator runs it: it learns from whole pulls, not from the parts of a
+        pull (``"spread"`` in its :attr:`~eegrad.Selector.reads`), which only a federated or
+        data-parallel loop produces (:meth:`eegrad.GradientEstimator.tell_parts`,
+        :mod:`eegrad.flower`)."""
+        return "spread" not in self.cls.reads
+
     def parameters(self) -> dict[str, inspect.Parameter]:
         """The constructor's parameters, by name."""
         sig = inspect.signature(self.cls.__init__)
