@@ -415,7 +415,7 @@ class HorizonWhereSeveralSteps(ProgressThompson):
 
     def curvature_weight(self) -> np.ndarray:
         w = super().curvature_weight()
-        if not self.uses_rounds_left or self._rounds_left is None:
+        if self._rounds_left is None:
             return w
         steps = np.nan_to_num(self.arm_steps(), nan=0.0)  # NaN: a row told no steps
         several = self.steps_equal() & np.all(steps >= 2.0, axis=1)

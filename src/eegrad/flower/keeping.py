@@ -42,15 +42,17 @@ class RunKeeping:
     def __init__(self, csv_path: str | Path | None, checkpoint: str | Path | None) -> None:
         self.csv_path = None if csv_path is None else Path(csv_path)
         self.checkpoint = None if checkpoint is None else Path(checkpoint)
+        self.fresh()
+
+    def fresh(self) -> None:
+        """A new run: its evaluations' table empty (:attr:`evaluations`)."""
+        #: The run's evaluations, written beside the records (:mod:`eegrad.flower.evaluations`).
+        self.evaluations = EvaluationTable(self.evaluation_path)
 
     @property
     def evaluation_path(self) -> Path | None:
         """Where the evaluations are written: ``<stem>-evaluation.csv`` beside ``csv_path``."""
         return None if self.csv_path is None else evaluations_beside(self.csv_path)
-
-    def evaluations(self) -> EvaluationTable:
-        """A fresh table of the run's evaluations, written beside the records."""
-        return EvaluationTable(self.evaluation_path)
 
     @property
     def resumes(self) -> bool:
@@ -73,8 +75,7 @@ class RunKeeping:
 
     def resume(self, state: RunState, fingerprint: dict[str, Any],
                initial: dict[str, np.ndarray], setup: Callable[[int, int], None],
-               columns: tuple[str, ...], evaluations: EvaluationTable,
-               ) -> dict[str, np.ndarray]:  # fmt: skip
+               columns: tuple[str, ...]) -> dict[str, np.ndarray]:  # fmt: skip
         """Load the checkpoint into the fresh ``state`` (refused, naming the difference, where
         it is another run's or contradicts itself; ``setup(K, d)`` builds the rule for the
         saved K and d first), keep the records and evaluations to its rounds, and return the
@@ -86,7 +87,7 @@ class RunKeeping:
         restore_run(state, saved)
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
             write_table(self.csv_path, state.records, columns)
-            evaluations.keep_until(state.server_round)
+            self.evaluations.keep_until(state.server_round)
         return saved.model
 
     def kept(self, rounds_done: int) -> str:

@@ -76,11 +76,12 @@ def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float |
     while pending:
         came = set()
         for i in range(0, len(pending), at_once):
-            replies = list(grid.pull_messages(pending[i:i + at_once]))
-            replies.reverse()
+            asked = pending[i:i + at_once]
+            replies = list(grid.pull_messages(asked))
+            replies.reverse()  # popped in the grid's order, each dropped as it is yielded
             while replies:
                 reply = replies.pop()
-                mid = _answered(reply, pending[i:i + at_once])
+                mid = _answered(reply, asked)
                 came.add(mid)
                 reply = _named_by_destination(reply, sent_to[mid])
                 yield reply

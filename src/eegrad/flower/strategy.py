@@ -481,8 +481,7 @@ class EEGradStrategy(Strategy):
         self._evaluated: dict[int, MetricRecord] = {}  # federated evaluation, by round
         #: Why the last :meth:`start` ended early (the privacy budget), or None.
         self.stopped: str | None = None
-        #: The run's evaluations, a table beside the records (:mod:`eegrad.flower.evaluations`).
-        self._evaluations = self.keeping.evaluations()
+        self.keeping.fresh()  # the run's evaluations' table empty
 
     # -- the run's state, read -----------------------------------------------------------------
     @property
@@ -527,7 +526,7 @@ class EEGradStrategy(Strategy):
     @property
     def evaluations(self) -> list[dict[str, Any]]:
         """The run's evaluations, one dict a metric (:data:`EVALUATION_COLUMNS`)."""
-        return self._evaluations.rows
+        return self.keeping.evaluations.rows
 
     # -- set-up ------------------------------------------------------------------------------------
     def spend(self, N: int) -> np.ndarray:
@@ -762,7 +761,7 @@ class EEGradStrategy(Strategy):
         """Load the checkpoint into a fresh state; returns the model to continue from."""
         model = self.keeping.resume(self.state, self.fingerprint,
                                     {k: array_view(initial_arrays[k]) for k in initial_arrays},
-                                    self._setup, self.columns, self._evaluations)  # fmt: skip
+                                    self._setup, self.columns)  # fmt: skip
         self.aggregator.load_state(self.state.inner)
         return ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
 
@@ -844,7 +843,7 @@ class EEGradStrategy(Strategy):
                 out = evaluate_fn(rnd + offset, arr)
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
-                    self._evaluations.add(rnd + offset, self.state.cost, "server", out)
+                    self.keeping.evaluations.add(rnd + offset, self.state.cost, "server", out)
                 return out
 
             try:
@@ -905,5 +904,5 @@ class EEGradStrategy(Strategy):
         out = self.aggregator.aggregate_evaluate(server_round, replies)
         if out is not None:
             self._evaluated[server_round] = out
-            self._evaluations.add(server_round, self.state.cost, "clients", out)
+            self.keeping.evaluations.add(server_round, self.state.cost, "clients", out)
         return out

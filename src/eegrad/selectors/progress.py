@@ -278,15 +278,15 @@ class ProgressFit(SpreadThompson):
         arms = np.asarray(arms)
         if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
                 np.any((arms < 0) | (arms >= N)):  # fmt: skip
-            raise fail("arms", f"ProgressThompson.{call}", f"R = {R} arm indices in 0..{N - 1}",
-                       arms)  # fmt: skip
+            raise fail("arms", f"{type(self).__name__}.{call}",
+                       f"R = {R} arm indices in 0..{N - 1}", arms)  # fmt: skip
         return arms
 
     def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
         """Tell the signal of the round just told by its spread (:meth:`tell_round` takes both
         in one record; :meth:`_note_signal` says what is read)."""
         self._note_signal(self._told_arms(arms, "tell_signal"), mean_norm2, persistence,
-                          "ProgressThompson.tell_signal")  # fmt: skip
+                          f"{type(self).__name__}.tell_signal")  # fmt: skip
 
     def _note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
                      owner: str) -> None:
@@ -394,7 +394,7 @@ class ProgressFit(SpreadThompson):
         """Tell the local steps of the pending pull before its parts (:meth:`tell_round` takes
         both in one record; :meth:`_note_local_steps` says what is read)."""
         self._note_local_steps(self._told_arms(arms, "tell_local_steps"), steps,
-                               "ProgressThompson.tell_local_steps")  # fmt: skip
+                               f"{type(self).__name__}.tell_local_steps")  # fmt: skip
 
     def _note_local_steps(self, arms: np.ndarray, steps: Any, owner: str) -> None:
         r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
@@ -768,7 +768,7 @@ class ProgressThompson(ProgressFit):
         rounds left h are told and the clients' reported steps differ between the arms (a
         non-zero :meth:`steps_prior`), else 1 (the module's notes, *The run's end*)."""
         R = self._shape[0]
-        if not self.uses_rounds_left or self._rounds_left is None:
+        if self._rounds_left is None:
             return np.ones((R, 1))
         return np.where(self.steps_differ(), 1.0 / np.sqrt(self._rounds_left), 1.0)[:, None]
 
