@@ -7,8 +7,8 @@ round, or once every T rounds (the paper's Algorithm 1).
   release), and a damped step takes the rule's step scale.
 * :class:`TRounds` (``steps="t-rounds"``) — the paper's structure: T query rounds at one model,
   then one step with the mean of the T round means; the default rule is
-  :func:`eegrad.default_selector`, and no step is damped. On the project's scorecard it measured
-  about ten times worse than stepping every round; it stays, as the paper's comparison.
+  :func:`eegrad.default_selector`, and no step is damped: one step for T rounds' cost, the
+  paper's comparison (the studies page measures it against stepping every round).
 """
 
 from __future__ import annotations

@@ -135,8 +135,7 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     run's end (:class:`~eegrad.ProgressThompson`'s notes, *The run's end*). With a private release
     (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm n's mean),
     :class:`~eegrad.SpreadThompson` (``noise_order=2``) told it: the release's noise buries
-    the signal there, and the least noise is the rule's aim (measured on the scorecard of
-    federations, ``eegrad example flower-scorecard``; the federated guide). ``per_cost`` (a
+    the signal there, and the least noise is the rule's aim. ``per_cost`` (a
     total budget, whose rounds cost more with more clients): :class:`~eegrad.BudgetThompson`
     (the largest decrease of the excess loss per unit of cost;
     the run's last round asks the most clients the budget left affords), the release's noise
@@ -259,9 +258,8 @@ class EEGradStrategy(Strategy):
         noisy arm costs a shorter step; ρ = 1 for a rule that fits no variances (e.g.
         :class:`~eegrad.FixedArm`, FedAvg). Each round's ρ is in its ``MetricRecord``
         (``step_scale``). None (default): damped with ``privacy`` (the release adds known noise
-        that dominates the rounds of few clients), undamped otherwise, as FedAvg steps: on the
-        scorecard of federations (``eegrad example flower-scorecard``) damping cost the
-        default 1–9 % of final loss in every setting without privacy (the federated guide).
+        that dominates the rounds of few clients), undamped otherwise, as FedAvg steps (the
+        studies page measures what damping costs without privacy).
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children); part
         of the checkpoint's fingerprint, so a checkpoint of another seed is refused.
