@@ -86,8 +86,11 @@ class ProtocolError(InvalidParameterError):
 
 def _reads(name: str, what: str) -> property:
     """A read-only flag of a rule: whether ``name`` is in its :attr:`Selector.reads`."""
-    return property(lambda self: name in self.reads,
-                    doc=f"Whether the rule {what} (``{name!r}`` in :attr:`reads`).")
+    def flag(self: Selector) -> bool:
+        return name in self.reads
+
+    flag.__doc__ = f"Whether the rule {what} (``{name!r}`` in :attr:`reads`)."
+    return property(flag)
 
 
 def not_read(rule: Selector, name: str, what: str) -> ProtocolError:
