@@ -46,9 +46,9 @@ def _echo_app(update):
 
 
 def test_epsilon_equals_dp_accounting_for_the_same_sequence_of_n():
-    """One GaussianPrivacyEvent(z, n_t, K) per round, sampled without replacement from the K
-    nodes, replace-one neighbours: the recorded ε equals dp-accounting's own RDP for the
-    sequence of n the rule chose."""
+    """One GaussianPrivacyEvent(zC/Δ, n_t, K) per round (Δ = 2rC, the release's replace-one
+    sensitivity), sampled without replacement from the K nodes, replace-one neighbours: the
+    recorded ε equals dp-accounting's own RDP for the sequence of n the rule chose."""
     from dp_accounting import dp_event, rdp
     from dp_accounting.privacy_accountant import NeighboringRelation
 
@@ -59,7 +59,8 @@ def test_epsilon_equals_dp_accounting_for_the_same_sequence_of_n():
     acc = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
     for n, rec in zip(arms, strategy.records, strict=True):
         acc.compose(dp_event.SampledWithoutReplacementDpEvent(
-            K, n, dp_event.GaussianDpEvent(DP.noise_multiplier)))  # fmt: skip
+            K, n, dp_event.GaussianDpEvent(DP.noise_multiplier * DP.clipping_norm
+                                           / DP.sensitivity)))  # fmt: skip
         assert rec["epsilon"] == pytest.approx(acc.get_epsilon(DP.delta), rel=1e-12)
         assert rec["noise_std"] == pytest.approx(1.0 / n)
 
@@ -125,6 +126,35 @@ def test_a_resumed_private_run_ends_as_the_uninterrupted_one(tmp_path):
     res = _start(again, LocalGrid(_app(), K, seed=2), 10)
     assert again.records == full.records  # the accountant, the noise stream and the rule
     np.testing.assert_array_equal(res.arrays["w"].numpy(), res_full.arrays["w"].numpy())
+
+
+def test_a_resumed_private_run_restores_its_accountant_once_a_distinct_event(tmp_path,
+                                                                            monkeypatch):
+    """A checkpoint after 12 rounds holds the rounds' events merged (one entry a distinct
+    (multiplier, sample size), counts adding up to the rounds), and resuming composes each
+    once: the restore's cost is bounded by the distinct events, not the rounds done."""
+    from dp_accounting import rdp
+
+    ck = tmp_path / "run.npz"
+    first = _strategy(privacy=DP, checkpoint=ck)
+    _start(first, LocalGrid(_app(), K, seed=2), 12)
+    ledger = first.state.private.state_dict()["compositions"]
+    distinct = {r["arm"] for r in first.records}
+    assert len(ledger) == len(distinct) < 12
+    assert sum(e["count"] for e in ledger) == 12
+    composed = []
+    original = rdp.RdpAccountant._maybe_compose
+
+    def counting(self, event, count, do_compose):
+        if do_compose:
+            composed.append(count)
+        return original(self, event, count, do_compose)
+
+    monkeypatch.setattr(rdp.RdpAccountant, "_maybe_compose", counting)
+    again = _strategy(privacy=DP, checkpoint=ck)
+    _start(again, LocalGrid(_app(), K, seed=2), 12)  # resumed at its end: nothing to run
+    assert len(composed) == len(distinct)
+    assert again.state.private.epsilon() == pytest.approx(first.records[-1]["epsilon"], rel=1e-12)
 
 
 def test_flowers_fixed_n_wrappers_are_refused():
@@ -193,7 +223,7 @@ def test_a_non_finite_update_under_dp_is_named():
 def test_auto_noise_spends_the_budget_over_the_planned_rounds_at_every_n():
     """noise_multiplier="auto": each n's z_n makes R rounds of n spend max_epsilon (to the
     bisection's relative 1e-3 on z: a z 0.1% smaller spends more than the target), checked with
-    dp-accounting directly; z_n grows with n; the records' noise_std is z_n C/n and the rule is
+    dp-accounting directly at the accountant's multiplier z_n C/Δ; z_n grows with n; the records' noise_std is z_n C/n and the rule is
     told d (z_n C/n)² for every arm."""
     from dp_accounting import dp_event, rdp
     from dp_accounting.privacy_accountant import NeighboringRelation
@@ -204,8 +234,9 @@ def test_auto_noise_spends_the_budget_over_the_planned_rounds_at_every_n():
 
     def epsilon(zn, n):
         acc = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
-        acc.compose(dp_event.SampledWithoutReplacementDpEvent(K, n, dp_event.GaussianDpEvent(zn)),
-                    R)  # fmt: skip
+        multiplier = zn * dp.clipping_norm / dp.sensitivity
+        acc.compose(dp_event.SampledWithoutReplacementDpEvent(
+            K, n, dp_event.GaussianDpEvent(multiplier)), R)  # fmt: skip
         return acc.get_epsilon(1e-5)
 
     for n in range(1, 5):

@@ -131,7 +131,8 @@ def dp_fedavg(n: int, population: int, rounds: int, epsilon: float, delta: float
 
     from ..flower.privacy import calibrate_noise
 
-    z = calibrate_noise(n, rounds, epsilon, delta, population)
+    # updates clipped to C alone: replacing one client moves the sum by up to 2C
+    z = calibrate_noise(n, rounds, epsilon, delta, population, sensitivity=2.0)
     inner = FedAvg(fraction_train=n / population, min_train_nodes=n,
                    min_available_nodes=population, fraction_evaluate=0.0,
                    weighted_by_key="num-updates")  # fmt: skip
@@ -171,7 +172,7 @@ def run_one(method: str, seed: int, rounds: int, target: float) -> list[dict[str
         def fixed_records() -> dict[str, Any]:
             rnd = len(rows) + 1  # ε every 10th round and at the last (an accountant's query
             # costs about 0.1 s): R rounds of z_n spend the target by construction
-            eps = epsilon_spent(z, n, rnd, DELTA, K_CLIENTS) if rnd % 10 == 0 or rnd == rounds else ""
+            eps = epsilon_spent(z, n, rnd, DELTA, K_CLIENTS, sensitivity=2.0) if rnd % 10 == 0 or rnd == rounds else ""
             return {"clients": n, "noise_std": z * CLIP / n, "epsilon": eps}
 
         state["records"] = fixed_records

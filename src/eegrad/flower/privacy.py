@@ -13,15 +13,24 @@ asks 2 clients in one round and 20 in the next they would release a mean of sens
 the noise of C/20, silently. :class:`~eegrad.flower.EEGradStrategy` refuses to run inside them
 (:func:`refuse_fixed_n_wrappers`).
 
-**Accounting.** Each round composes one ``GaussianPrivacyEvent(z, n_t, K)`` in Flower's RDP
+**Accounting.** The accountant's neighbours are federations that differ in one client's data
+(replace-one: the clients' number is public), and the round's n are sampled without
+replacement from the K nodes — what the strategy does. Under that relation the release's
+sensitivity is what replacing one client's contribution can move the round's sum: each client
+adds the joint vector :math:`(\hat u_i, a\|\hat u_i\|^2/C)` (below), of norm at most C, whose
+two extremes :math:`\pm\hat u` with :math:`\|\hat u\| = rC` lie
+:math:`\Delta = 2rC \approx 1.82\,C` apart (the spread coordinate is the same for both, and no
+two admissible vectors lie farther apart: :attr:`CentralDP.sensitivity`). The noise on the sum
+has SD zC, so each round composes one ``GaussianPrivacyEvent(zC/Δ, n_t, K)`` in Flower's RDP
 accountant (``flwr.supercore.privacy_accounting``, dp-accounting underneath: the ``flower``
-extra installs it), with sampling without replacement from the K nodes — what the strategy does
-— and replace-one neighbours. A round that samples from fewer nodes than K (nodes that left) is
-composed with the sample size whose ratio over K is at least its own (:meth:`PrivateRounds.
-sample_size`), so that nodes leaving never make the stated ε smaller than the rounds spent. The event is composed when the round's clients are asked, so a
-round that then gets no reply is counted too. The records carry ``noise_std`` (zC/n) and ``epsilon`` (cumulative,
-at ``delta``). With ``max_epsilon``, a round whose release would take ε past it is not run: the
-run ends there, saying so, and the checkpoint keeps the state.
+extra installs it), whose noise multiplier is, as dp-accounting defines it, the noise's SD over
+the release's sensitivity under the accountant's relation. A round that samples from fewer
+nodes than K (nodes that left) is composed with the sample size whose ratio over K is at least
+its own (:meth:`PrivateRounds.sample_size`), so that nodes leaving never make the stated ε
+smaller than the rounds spent. The event is composed when the round's clients are asked, so a
+round that then gets no reply is counted too. The records carry ``noise_std`` (zC/n) and
+``epsilon`` (cumulative, at ``delta``). With ``max_epsilon``, a round whose release would take ε
+past it is not run: the run ends there, saying so, and the checkpoint keeps the state.
 
 **What the rule sees.** The choice of n is public (it says which clients are asked), so it may
 depend only on released data. The rules that learn from the spread of the updates are told a
@@ -49,12 +58,23 @@ import numpy as np
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 
-__all__ = ["SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
+__all__ = ["REPLACE_ONE_SENSITIVITY", "SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
            "calibrate_noise", "epsilon_spent", "fixed_n_wrappers", "least_passing_scale",
            "refuse_fixed_n_wrappers", "strategy_chain"]
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
 SPREAD_SCALE = 0.5
+
+
+def _update_clip_ratio(a: float = SPREAD_SCALE) -> float:
+    """r, the update clip over C: the root of r² + a²r⁴ = 1."""
+    a2 = a * a
+    return math.sqrt((math.sqrt(1.0 + 4.0 * a2) - 1.0) / (2.0 * a2))
+
+
+#: Δ/C, the release's replace-one sensitivity over the clipping norm: 2r, r² + a²r⁴ = 1
+#: (:attr:`CentralDP.sensitivity`).
+REPLACE_ONE_SENSITIVITY = 2.0 * _update_clip_ratio()
 
 
 class PrivacyBudgetExhausted(InvalidParameterError):
@@ -130,9 +150,17 @@ class CentralDP:
     def update_clip(self) -> float:
         """rC, the norm each update is clipped to, so that the joint contribution
         (û, a‖û‖²/C) has norm at most C: r² + a²r⁴ = 1."""
-        a2 = SPREAD_SCALE**2
-        r2 = (math.sqrt(1.0 + 4.0 * a2) - 1.0) / (2.0 * a2)
-        return math.sqrt(r2) * self.clipping_norm
+        return _update_clip_ratio() * self.clipping_norm
+
+    @property
+    def sensitivity(self) -> float:
+        r"""Δ = 2rC, the release's sensitivity under the accountant's replace-one neighbours:
+        the most that replacing one client's joint contribution
+        :math:`(\hat u, a\|\hat u\|^2/C)`, :math:`\|\hat u\| \le rC`, can move the round's
+        sum. For two contributions of norms p, q at an angle, the distance is largest with
+        :math:`\hat u' = -\hat u`, where it is :math:`\sqrt{(p+q)^2 + a^2(p^2-q^2)^2/C^2}`,
+        increasing in both: p = q = rC gives 2rC (≈ 1.82 C; the module's notes)."""
+        return REPLACE_ONE_SENSITIVITY * self.clipping_norm
 
     def noise_std(self, n: int | np.ndarray, z: Any = None) -> Any:
         """zC/n, the standard deviation of the noise on the mean of a round of n clients (``z``:
@@ -165,29 +193,42 @@ class CentralDP:
             max_epsilon=self.max_epsilon))  # fmt: skip
 
     def event(self, n: int, population: int, z: float | None = None) -> Any:
-        """The round's ``GaussianPrivacyEvent(z, n, K)`` (``z``: as :meth:`noise_std`)."""
+        """The round's ``GaussianPrivacyEvent(zC/Δ, n, K)``: the noise's SD on the round's sum,
+        zC, over the release's replace-one sensitivity Δ (:attr:`sensitivity`), as the
+        accountant defines its noise multiplier (``z``: as :meth:`noise_std`)."""
         from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
 
-        return GaussianPrivacyEvent(noise_multiplier=float(self._z(z)), sample_size=int(n),
-                                    population_size=int(population))  # fmt: skip
+        return GaussianPrivacyEvent(
+            noise_multiplier=float(self._z(z)) / REPLACE_ONE_SENSITIVITY, sample_size=int(n),
+            population_size=int(population))  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
-def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int) -> float:
-    """ε at ``delta`` after ``rounds`` releases of n of ``population`` nodes with noise
-    multiplier z (Flower's RDP accountant, as :class:`CentralDP` composes them; cached)."""
-    dp = CentralDP(z, 1.0, delta)
-    acc = dp.accountant(population)
-    acc.compose(dp.event(n, population), rounds)
+def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int, *,
+                  sensitivity: float = REPLACE_ONE_SENSITIVITY) -> float:  # fmt: skip
+    """ε at ``delta`` after ``rounds`` releases of n of ``population`` nodes (sampled without
+    replacement, replace-one neighbours: Flower's RDP accountant), each the sum of contributions
+    clipped to C plus Gaussian noise of SD zC, whose replace-one sensitivity is
+    ``sensitivity`` × C: :class:`CentralDP`'s release by default (Δ/C = 2r ≈ 1.82); 2.0 for a
+    sum of updates clipped to C alone, as Flower's fixed-clipping DP wrappers release. Cached."""
+    check_real(sensitivity, "sensitivity", "epsilon_spent", gt=0)
+    from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
+
+    acc = CentralDP(z, 1.0, delta).accountant(population)
+    acc.compose(GaussianPrivacyEvent(noise_multiplier=float(z) / sensitivity,
+                                     sample_size=int(n), population_size=int(population)),
+                rounds)  # fmt: skip
     return float(acc.get_epsilon(delta))
 
 
 @lru_cache(maxsize=1024)
 def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, population: int, *,
-                    start: float | None = None, rtol: float = 1e-3) -> float:  # fmt: skip
-    """The noise multiplier z with which ``rounds`` releases of n of ``population`` nodes
-    (sampled without replacement, replace-one neighbours: Flower's RDP accountant, as
-    :class:`CentralDP` composes them) spend ``epsilon`` at ``delta``: the least z, to a relative
+                    start: float | None = None, rtol: float = 1e-3,
+                    sensitivity: float = REPLACE_ONE_SENSITIVITY) -> float:  # fmt: skip
+    """The noise multiplier z (the noise's SD zC on the round's sum) with which ``rounds``
+    releases of n of ``population`` nodes (sampled without replacement, replace-one neighbours:
+    Flower's RDP accountant, as :class:`CentralDP` composes them; ``sensitivity``: as
+    :func:`epsilon_spent`) spend ``epsilon`` at ``delta``: the least z, to a relative
     ``rtol``, whose ε is at most ``epsilon`` (:func:`least_passing_scale`, on ln ε; ε falls as
     z grows).
     ``start``: a guess (e.g. the z of n − 1, which is smaller). Cached: a process calibrates
@@ -198,7 +239,8 @@ def calibrate_noise(n: int, rounds: int, epsilon: float, delta: float, populatio
     check_real(epsilon, "epsilon", owner, gt=0)
     check_integer(population, "population", owner, ge=n)
     return least_passing_scale(  # ε > 0 at every finite z; the floor only guards the log
-        lambda z: math.log(max(epsilon_spent(z, n, rounds, delta, population), 1e-300) / epsilon),
+        lambda z: math.log(max(epsilon_spent(z, n, rounds, delta, population,
+                                             sensitivity=sensitivity), 1e-300) / epsilon),
         start=1.0 if start is None else float(start), rtol=rtol)  # fmt: skip
 
 
@@ -263,18 +305,26 @@ class PrivateRounds:
     multiplier, Flower's accountant and the noise stream; each round is charged when its clients
     are asked (:meth:`charge`), its replies are clipped as they are folded (:meth:`clip`), and
     its mean is released with noise (:meth:`release`). :class:`~eegrad.flower.EEGradStrategy`
-    makes one when the nodes are known."""
+    makes one when the nodes are known.
+
+    The rounds' events are kept as a ledger of distinct events and their counts (RDP composes
+    by addition, in any order), which is what the checkpoint saves: a resumed run restores its
+    accountant with one composition a distinct event (at most N a K), whatever the rounds done.
+    """
 
     def __init__(self, dp: CentralDP, N: int, population: int, rng: np.random.Generator):
         self.dp = dp
         self.population = int(population)
         #: z of every n = 1..N (:meth:`CentralDP.multipliers`).
         self.z = dp.multipliers(N, population)
-        #: Flower's RDP accountant (its state goes into the strategy's checkpoint).
+        #: Flower's RDP accountant (its state, the ledger's, goes into the strategy's checkpoint).
         self.accountant = dp.accountant(population)
         #: The stream of the released noise.
         self.rng = rng
-        self._spent: tuple[Any, float] | None = None  # (accountant's state, its ε)
+        # (the accountant's noise multiplier, the sample size) -> the rounds composed with it
+        self._ledger: dict[tuple[float, int], int] = {}
+        self._version = 0  # bumped at every change of the ledger
+        self._spent: tuple[int, float] | None = None  # (the ledger's version, its ε)
 
     def noise_std(self, n: Any) -> Any:
         """z_n C/n, the SD of the noise on the mean of a round of n clients."""
@@ -282,20 +332,18 @@ class PrivateRounds:
 
     def epsilon(self) -> float:
         """The cumulative ε at δ of the releases so far (0 before the first); computed once per
-        state of the accountant (a query costs up to seconds: once a round, not per caller)."""
-        acc = self.accountant
-        if not acc.num_releases:
+        state of the accountant (once a round, not per caller)."""
+        if not self._ledger:
             return 0.0
-        state = acc.state_dict()
-        if self._spent is None or self._spent[0] != state:
-            self._spent = (state, float(acc.get_epsilon(self.dp.delta)))
+        if self._spent is None or self._spent[0] != self._version:
+            self._spent = (self._version, float(self.accountant.get_epsilon(self.dp.delta)))
         return self._spent[1]
 
     def sample_size(self, n: int, present: int | None = None) -> int:
         r"""The sample size the round's event is composed with: n of the K nodes, or, where
         fewer nodes are connected (``present`` < K) and the round samples its n from them, the
         least size whose sampling ratio over K is at least the round's own,
-        :math:`\lceil \min(n, K_t) K / K_tceil` (at most K): the accountant's population stays
+        :math:`\lceil \min(n, K_t) K / K_t\rceil` (at most K): the accountant's population stays
         K, and a larger ratio never states less privacy spent than the round's."""
         if present is None or present >= self.population:
             return int(n)
@@ -310,19 +358,53 @@ class PrivateRounds:
         round: Flower's ``would_exceed`` replays every earlier one, which a run of thousands of
         rounds cannot afford."""
         dp = self.dp
-        before = self.accountant.state_dict() if dp.max_epsilon is not None else None
         spent = self.epsilon()
-        self.accountant.compose(dp.event(self.sample_size(n, present), self.population,
-                                         float(self.z[n - 1])))  # fmt: skip
+        event = dp.event(self.sample_size(n, present), self.population, float(self.z[n - 1]))
+        key = (float(event.noise_multiplier), int(event.sample_size))
+        self.accountant.compose(event)
+        self._ledger[key] = self._ledger.get(key, 0) + 1
+        self._version += 1
         projected = self.epsilon()
-        if before is not None and projected > dp.max_epsilon:
-            self.accountant.load_state_dict(before)
+        if dp.max_epsilon is not None and projected > dp.max_epsilon:
+            self._ledger[key] -= 1
+            if not self._ledger[key]:
+                del self._ledger[key]
+            self._restore()
             raise PrivacyBudgetExhausted(
                 f"Server round {server_round} would release the mean of n = {n} clients and take "
                 f"the cumulative ε to {projected:.4g}, past max_epsilon = {dp.max_epsilon:g} "
                 f"(δ = {dp.delta:g}); the run ends after round {server_round - 1}, with "
                 f"ε = {spent:.4g}."
             )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The accountant's state (Flower's layout) with its rounds as the ledger's distinct
+        events and counts: what the checkpoint saves."""
+        state = self.accountant.state_dict()
+        state["compositions"] = [
+            {"event": {"noise_multiplier": m, "sample_size": size,
+                       "population_size": self.population}, "count": count}
+            for (m, size), count in self._ledger.items()]  # fmt: skip
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s (a ledger of any layout: equal events are merged), one
+        composition a distinct event."""
+        ledger: dict[tuple[float, int], int] = {}
+        for entry in state["compositions"]:
+            event = entry["event"]
+            key = (float(event["noise_multiplier"]), int(event["sample_size"]))
+            ledger[key] = ledger.get(key, 0) + int(entry["count"])
+        self._ledger = ledger
+        self.accountant.load_state_dict({**state, "compositions": [
+            {"event": {"noise_multiplier": m, "sample_size": size,
+                       "population_size": self.population}, "count": count}
+            for (m, size), count in ledger.items()]})  # fmt: skip
+        self._version += 1
+
+    def _restore(self) -> None:
+        """The accountant rebuilt from the ledger (a charge undone)."""
+        self.load_state_dict(self.state_dict())
 
     def clip(self, norm2: float) -> tuple[float, float]:
         """For an update of squared norm ``norm2``: the factor that clips it to the update clip

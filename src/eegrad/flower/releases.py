@@ -107,7 +107,10 @@ class PrivateRelease(PlainRelease):
         self.privacy = privacy
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"privacy": repr(self.privacy), "secure_sums": False}
+        # the accounting's sensitivity: a run accounted at another (an earlier version's C,
+        # not 2rC) is refused on resume, not continued with a ledger of understated events
+        return {"privacy": repr(self.privacy), "secure_sums": False,
+                "privacy sensitivity": "replace-one, 2rC"}
 
     def setup(self, state: RunState, N: int) -> np.ndarray:
         """The run's private release (:class:`~eegrad.flower.privacy.PrivateRounds`, kept in

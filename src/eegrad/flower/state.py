@@ -114,8 +114,7 @@ class RunState:
         return {"server_round": self.server_round, "steps_taken": self.steps_taken,
                 "cost": self.cost, "num_nodes": self.num_nodes, "dim": self.dim,
                 "records": self.records, "metrics": self.metrics,
-                "accountant": None if self.private is None else
-                self.private.accountant.state_dict(),
+                "accountant": None if self.private is None else self.private.state_dict(),
                 "sampling_rng": self.streams.sampling, "noise_rng": self.streams.noise,
                 "evaluate_rng": self.streams.evaluate, "rule": self.rule,
                 "inner": self.inner,
@@ -135,7 +134,7 @@ class RunState:
         if self.private is not None:
             self.private.rng = self.streams.noise
             if state["accountant"] is not None:
-                self.private.accountant.load_state_dict(state["accountant"])
+                self.private.load_state_dict(state["accountant"])
         self.inner = state["inner"]
         self.client_costs = {int(k): float(v) for k, v in state["client_costs"].items()}
 

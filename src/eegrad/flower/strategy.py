@@ -292,8 +292,9 @@ class EEGradStrategy(Strategy):
         Central differential privacy calibrated to every round's own n
         (:mod:`eegrad.flower.privacy`): updates clipped, averaged with equal weights, Gaussian
         noise of SD zC/n on the mean (:math:`z_n C/n` with ``CentralDP("auto", ...)``, which
-        makes every n cost the same privacy per round), one ``GaussianPrivacyEvent(z, n, K)``
-        per round in Flower's RDP accountant; the records gain ``noise_std`` and ``epsilon``, and a round
+        makes every n cost the same privacy per round), one ``GaussianPrivacyEvent(zC/Δ, n, K)``
+        per round in Flower's RDP accountant (Δ = 2rC ≈ 1.82 C, the release's replace-one
+        sensitivity: :attr:`~eegrad.flower.CentralDP.sensitivity`); the records gain ``noise_std`` and ``epsilon``, and a round
         that would take ε past ``max_epsilon`` is not run (the run ends there).
     secure_sums : bool
         Read only sums of the replies, as secure aggregation would reveal them: the clients
