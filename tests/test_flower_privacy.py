@@ -283,3 +283,57 @@ def test_least_passing_scale_stops_at_its_floor():
     # every z passes: the halving stops below the floor and returns the least z tried
     z = least_passing_scale(lambda z: -1.0, start=1.0, floor=1e-3)
     assert 5e-4 <= z < 1e-3
+
+
+def test_a_total_budget_in_a_metric_of_the_clients_is_refused_under_central_dp():
+    """A client's reported cost (its samples, its seconds) would choose n and end the run
+    unnoised: a total budget under CentralDP counts client trainings, or is refused naming
+    cost_metric and the fix."""
+    from flwr.serverapp.strategy import FedAvg
+
+    from eegrad.flower import choose_clients
+
+    with pytest.raises(InvalidParameterError, match=r"'cost_metric'.*unit='trainings'"):
+        choose_clients(FedAvg(fraction_evaluate=0.0), budget=500, unit="samples", privacy=DP)
+    with pytest.raises(InvalidParameterError, match=r"'cost_metric'"):
+        EEGradStrategy(total_budget=50.0, cost_metric="cost", privacy=DP)
+    ok = choose_clients(FedAvg(fraction_evaluate=0.0), budget=20, privacy=DP)
+    assert ok.cost_metric is None
+
+
+@pytest.mark.parametrize("total", [False, True])
+def test_under_central_dp_no_reported_cost_reaches_the_records_or_the_choice_of_n(total):
+    """Two federations whose clients report different costs (and samples) but send the same
+    updates: under CentralDP their records, choices of n and models are the same — the
+    records' budget_used is the shares sent (B a round) or the trainings counted (a total
+    budget), never what a client reported."""
+    def app(cost):
+        inner = ClientApp()
+
+        @inner.train()
+        def train(msg, context):
+            pid = int(context.node_config["partition-id"])
+            w = msg.content["arrays"]["w"].numpy()
+            rec = {"arrays": ArrayRecord({"w": Array(w - 0.1 * (pid + 1))}),
+                   "metrics": MetricRecord({"num-examples": int(cost * 100),
+                                            "cost": cost})}  # fmt: skip
+            return Message(RecordDict(rec), reply_to=msg)
+
+        return inner
+
+    runs = []
+    for cost in (0.5, 30.0):
+        kw = ({"total_budget": 12.0, "cost_metric": None} if total else
+              {"budget": 40.0, "c_min": 1.5})
+        strategy = EEGradStrategy(**kw, privacy=DP, rng=4)
+        res = strategy.start(grid=LocalGrid(app(cost), K, seed=2),
+                             initial_arrays=ArrayRecord({"w": Array(np.zeros(4))}),
+                             num_rounds=8)  # fmt: skip
+        runs.append((strategy.records, res.arrays["w"].numpy()))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    if not total:  # B a round: what the clients were sent, D(n') + n'(B − D(n))/n
+        rec = runs[0][0][0]
+        n, replied = rec["arm"], rec["clients_replied"]
+        D = 0.0  # no aggregation cost
+        assert rec["budget_used"] == pytest.approx(D + replied * (40.0 - D) / n)

@@ -97,6 +97,10 @@ class RoundBudget:
         """What each of the n clients of a round is sent to spend, :math:`(B - D(n))/n`."""
         return float(per_client_spend(self.budget, self.aggregation, n))
 
+    def check_private(self, owner: str = "EEGradStrategy") -> None:
+        """Nothing to refuse under central DP: the clients are sent their shares, and the
+        records say what was sent, not what a client reported."""
+
     def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int | None:
         """The most clients the round may ask: any of the N (None)."""
         return None
@@ -109,8 +113,9 @@ class RoundBudget:
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Refuse a round whose replies report no spend: clients that train their own way
-        under a per-round budget, which the run would otherwise count as spending nothing."""
-        if fold.replied and np.all(np.isnan(fold.costs)):
+        under a per-round budget, which the run would otherwise count as spending nothing
+        (where the fold reads their costs: not under central DP)."""
+        if fold.reveals_costs and fold.replied and np.all(np.isnan(fold.costs)):
             raise ClientUpdateError(
                 f"No reply of server round {server_round} reports what it spent (the metric "
                 f"{self.cost_metric!r}): with a per-round budget (budget=) each client spends "
@@ -124,10 +129,15 @@ class RoundBudget:
     def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
               timeout: float | None) -> float:  # fmt: skip
         """What the round used of B: D of the clients that replied, plus their reported
-        spends."""
+        spends; under central DP, whose fold reads no client metric, the shares they were
+        sent (nothing of a client's data reaches the records)."""
         replied = fold.replied
         used = float(self.aggregation(np.array([float(max(replied, 1))]))[0])
-        return used + (float(np.nansum(fold.costs)) if replied else 0.0)
+        if not replied:
+            return used
+        if not fold.reveals_costs:
+            return used + replied * self.share(n)
+        return used + float(np.nansum(fold.costs))
 
     def charge(self, used: float) -> float:
         """What the round adds to the run's cost: B, whatever it used."""
@@ -244,6 +254,17 @@ class TotalBudget:
         costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
                  if "costs" in rule.selector.reads else None)  # fmt: skip
         return Outlook(costs=costs, budget_left=self.total - state.cost)
+
+    def check_private(self, owner: str = "EEGradStrategy") -> None:
+        """Refuse a total budget counted in a metric the clients report, under central DP: a
+        client's cost (its samples, its seconds) is its own data, and it would set n and the
+        run's length unnoised and unaccounted."""
+        if self.cost_metric is not None:
+            raise fail("cost_metric", owner, "None with privacy=CentralDP(...) and a total "
+                       "budget: a client's reported cost is its own data, which would choose n "
+                       "and end the run outside the accounted release; count the budget in "
+                       "client trainings (choose_clients(..., unit='trainings'), each reply "
+                       "costing cost_scale)", self.cost_metric)  # fmt: skip
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Nothing to check: every reply's cost was required as it was read."""

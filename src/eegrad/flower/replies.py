@@ -337,9 +337,13 @@ class SumsFold(RoundFold):
 class PrivateFold(RoundFold):
     """Central DP (:mod:`eegrad.flower.privacy`): each update clipped to rC as it is folded,
     equal weights; :meth:`finish` releases the mean of the n asked with Gaussian noise and tells
-    the rule the release alone. No client metric passes (it would be an unnoised release)."""
+    the rule the release alone. No client metric passes (it would be an unnoised release): not
+    even a reported cost, so every reply costs ``cost_scale`` (a training counts one)."""
+
+    reveals_costs = False
 
     def __init__(self, *args: Any, private: PrivateRounds, n: int, **kw: Any) -> None:
+        kw["cost"] = {**(kw.get("cost") or {}), "cost_metric": None, "cost_required": False}
         super().__init__(*args, **kw)
         self.pull = PullAccumulator(reference=self.model, spread=True)
         self.private, self.n = private, n

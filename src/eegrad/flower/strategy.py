@@ -389,6 +389,8 @@ class EEGradStrategy(Strategy):
         #: What the server sees of a round's replies, a part that owns what it keeps: each
         #: reply, their sums or a private release (:mod:`eegrad.flower.releases`).
         self.release = make_release(privacy, bool(secure_sums), owner)
+        if privacy is not None:
+            self.budgeting.check_private(owner)
         self.privacy, self.secure_sums = privacy, bool(secure_sums)
         if damp_exploration is None:  # damped where the release adds known noise
             damp_exploration = self.release.adds_noise
