@@ -153,6 +153,10 @@ class RoundFold:
         ``cost_required``).
     """
 
+    #: Whether the clients' reported costs are read (not under central DP, where they would be
+    #: an unnoised release of the clients' data).
+    reveals_costs = True
+
     def __init__(self, server_round: int, keys: list[str], model: list[np.ndarray], *,
                  arrayrecord_key: str, weighted_by_key: str,
                  cost: dict[str, Any] | None = None) -> None:  # fmt: skip

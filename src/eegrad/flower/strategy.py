@@ -263,9 +263,14 @@ class EEGradStrategy(Strategy):
     rng : int or numpy.random.Generator
         Seed of the selector's stream and of the node sampling (independent children); part
         of the checkpoint's fingerprint, so a checkpoint of another seed is refused.
-    min_available_nodes : int
-        Nodes to wait for before the run's first round (a resumed run's too). Later rounds
-        ask among the nodes connected, so a node that dies never stalls the run; each record's
+    min_available_nodes : int, optional
+        Nodes to wait for before the run's first round (a resumed run's too), >= 1; None
+        (default): the inner strategy's ``min_available_nodes`` (Flower's FedAvg: 2), else 1.
+        The first round waits for at least 2 where the rule is the default (it learns from the
+        spread of two or more clients). The rule is set up for K = the larger of the nodes
+        connected then and this: a node that connects later is asked as any other, but a round
+        asks at most K clients (the log says so once); later rounds ask among the nodes
+        connected, so a node that dies never stalls the run; each record's
         ``nodes_connected`` says how many there were.
     fraction_evaluate : float
         Fraction of nodes asked to evaluate after each round, in [0, 1] (0: none).
@@ -339,7 +344,7 @@ class EEGradStrategy(Strategy):
         server_lr: float = 1.0,
         damp_exploration: bool | None = None,
         rng: Any = 0,
-        min_available_nodes: int = 1,
+        min_available_nodes: int | None = None,
         fraction_evaluate: float = 0.0,
         csv_path: str | Path | None = None,
         checkpoint: str | Path | None = None,
@@ -400,6 +405,8 @@ class EEGradStrategy(Strategy):
                 f"{damp_exploration!r} instead."
             )
         self.damp_exploration = bool(damp_exploration)
+        if min_available_nodes is None:  # the wrapped strategy's, as its own start would wait
+            min_available_nodes = getattr(strategy, "min_available_nodes", None) or 1
         self.min_available_nodes = check_integer(min_available_nodes, "min_available_nodes",
                                                  owner, ge=1)  # fmt: skip
         self.fraction_evaluate = check_real(fraction_evaluate, "fraction_evaluate", owner,
@@ -476,6 +483,7 @@ class EEGradStrategy(Strategy):
         self._round: dict[str, Any] | None = None
         self._first_round = True  # the run's first round (a resumed run's) waits for nodes
         self._fewer = False  # fewer nodes than min_available_nodes said once
+        self._more = False  # more nodes than the rule's K said once
         self._nodes_connected: int | None = None  # at the pending round's configure_train
         self._timeout: float | None = None  # Flower's round timeout, in seconds (start)
         self._latest: ArrayRecord | None = None  # the model the next round starts from
@@ -583,15 +591,23 @@ class EEGradStrategy(Strategy):
         keys = list(arrays.keys())
         model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
         state = self.state
-        if state.rule is None:
-            self._setup(len(nodes), sum(a.size for a in model))
+        if state.rule is None:  # K: the nodes connected, or the more the run waited for
+            self._setup(max(len(nodes), self.min_available_nodes), sum(a.size for a in model))
         elif self._first_round and len(nodes) != state.num_nodes:
             log(WARNING, "EE-Grad: %d nodes are connected where the resumed run had K = %d; "
                 "the rule keeps its %d arms and each round asks among the nodes connected",
                 len(nodes), state.num_nodes, state.rule.N)  # fmt: skip
         self._first_round = False
-        least = min(self._min_clients, state.rule.N)
+        if len(nodes) > state.num_nodes and not self._more:
+            log(WARNING, "EE-Grad: server round %d: %d nodes connected, more than the K = %d "
+                "the rule was set up for at the run's start; each may be asked, a round at most "
+                "%d of them (start with min_available_nodes=%d for the rule to plan for them "
+                "all)", server_round, len(nodes), state.num_nodes, state.rule.N,
+                len(nodes))  # fmt: skip
+            self._more = True
+        least = min(self._min_clients, state.rule.N, len(nodes))
         most = self.budgeting.at_most(state, state.rule.N, least, server_round)
+        most = min(state.rule.N if most is None else most, len(nodes))
         n = state.rule.ask(least, most, self.budgeting.outlook(state, server_round, self._num_rounds))
         self.release.charge(state, server_round, n, len(nodes))
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
@@ -620,7 +636,8 @@ class EEGradStrategy(Strategy):
         connected, so that a node that died never stalls the run: a round with fewer says so
         in the log once, and its record's ``nodes_connected``. At least the fewest clients a
         round can run (1, or 2 under SecAgg+) are waited for."""
-        wait_for = self.min_available_nodes if self._first_round else self._min_clients
+        wait_for = (max(self.min_available_nodes, self._rule_needs()) if self._first_round
+                    else self._min_clients)  # fmt: skip
         waited = 0.0
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < wait_for:
             if waited % 10.0 == 0.0:  # every 10 s, not every poll
@@ -635,6 +652,12 @@ class EEGradStrategy(Strategy):
             self._fewer = True
         self._nodes_connected = len(nodes)
         return nodes
+
+    def _rule_needs(self) -> int:
+        """The nodes the rule needs at the run's first round: 2 for the default (it learns from
+        the spread of two or more clients; a given rule is the user's), or the fewest a round
+        can run (2 under SecAgg+)."""
+        return max(self._min_clients, 2 if self._given_selector is None else 1)
 
     def _new_fold(self) -> RoundFold:
         """The round's reply path: plain, sums only or private (:mod:`eegrad.flower.replies`)."""
