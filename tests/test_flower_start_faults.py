@@ -132,3 +132,40 @@ def test_a_round_never_asks_more_clients_than_are_connected():
 def test_min_available_nodes_is_validated():
     with pytest.raises(ValueError, match="'min_available_nodes' parameter of EEGradStrategy"):
         EEGradStrategy(40.0, 1.5, min_available_nodes=0)
+
+
+def test_a_late_stragglers_wait_never_takes_a_wall_clock_budget_past_its_total():
+    """A budget of 1.0 s (round_cost="slowest"), Flower's timeout 0.5 s, every node asked;
+    a client that turns slow at round 10 (0.6 s), when 0.46 s are left: the round waits only
+    what the budget left affords after D(n), 0.41 s, and is charged that, so the budget left
+    ends at 0, not below (it ended at −0.09: the wait was not capped)."""
+    from flwr.app import Message
+    from flwr.clientapp import ClientApp
+
+    from eegrad import FixedArm
+
+    inner = tb._quickstart_app(cost=lambda pid: {"seconds": 0.01})
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        late = int(msg.content["config"]["server-round"]) >= 10
+        if late and int(context.node_config["partition-id"]) == 3:
+            import time
+
+            time.sleep(0.6)
+        out = inner(msg, context)
+        assert isinstance(out, Message)
+        return out
+
+    s = EEGradStrategy(total_budget=1.0, round_cost="slowest", cost_metric="seconds",
+                       aggregation=lambda n: 0.05 + 0 * np.asarray(n),
+                       selector=FixedArm(tb.K))  # fmt: skip
+    s.start(grid=LocalGrid(app, tb.K, seed=2), initial_arrays=tb._model(), num_rounds=50,
+            timeout=0.5)  # fmt: skip
+    slow = [r for r in s.records if r["failed_nodes"]]
+    assert len(slow) == 1
+    assert slow[0]["server_round"] == 10
+    assert slow[0]["budget_used"] == pytest.approx(1.0 - 9 * 0.06, abs=1e-9)
+    assert min(r["budget_left"] for r in s.records) >= -1e-12
+    assert s.records[-1]["cost"] <= 1.0 + 1e-12

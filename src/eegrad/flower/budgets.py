@@ -111,6 +111,10 @@ class RoundBudget:
         return Outlook(rounds_left=None if num_rounds is None else
                        max(1, num_rounds - server_round + 1))  # fmt: skip
 
+    def round_timeout(self, state: RunState, n: int, timeout: float | None) -> float | None:
+        """How long a round of n waits for its replies: Flower's ``timeout``."""
+        return timeout
+
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Refuse a round whose replies report no spend: clients that train their own way
         under a per-round budget, which the run would otherwise count as spending nothing
@@ -265,6 +269,17 @@ class TotalBudget:
                        "and end the run outside the accounted release; count the budget in "
                        "client trainings (choose_clients(..., unit='trainings'), each reply "
                        "costing cost_scale)", self.cost_metric)  # fmt: skip
+
+    def round_timeout(self, state: RunState, n: int, timeout: float | None) -> float | None:
+        """How long a round of n waits for its replies: Flower's ``timeout``, and with
+        ``round_cost="slowest"`` (the budget's unit, ``cost_scale`` a second) no longer than
+        the budget left affords after D(n), so that a straggler's wait, charged in full, never
+        takes the run past its total."""
+        if self.round_cost != "slowest":
+            return timeout
+        server = float(self.aggregation(np.array([float(n)]))[0])
+        affordable = max(self.total - state.cost - server, 0.0) / self.cost_scale
+        return affordable if timeout is None else min(float(timeout), affordable)
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Nothing to check: every reply's cost was required as it was read."""

@@ -28,7 +28,7 @@ own id.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from flwr.app import Message
@@ -108,15 +108,21 @@ def _answered(reply: Message, asked: list[str]) -> str:
 
 class PullingGrid:
     """A view of a Flower ``Grid`` whose ``send_and_receive`` yields the replies one at a time
-    (:func:`pull_replies`); every other call goes to the grid."""
+    (:func:`pull_replies`); every other call goes to the grid. ``round_timeout``: the timeout
+    a round waits, given the one Flower's loop passes (a budget of seconds caps it at what is
+    left of it)."""
 
-    def __init__(self, grid: Any, at_once: int | None = None):
+    def __init__(self, grid: Any, at_once: int | None = None,
+                 round_timeout: Callable[[float | None], float | None] | None = None):
         self._grid = grid
         self._at_once = at_once
+        self._round_timeout = round_timeout
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterator[Message]:  # fmt: skip
         """Push the messages and yield their replies as they are pulled (Grid API)."""
+        if self._round_timeout is not None:
+            timeout = self._round_timeout(timeout)
         return pull_replies(self._grid, messages, timeout, at_once=self._at_once)
 
     def __getattr__(self, name: str) -> Any:

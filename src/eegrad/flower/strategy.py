@@ -620,7 +620,8 @@ class EEGradStrategy(Strategy):
         cfg["eegrad-n"] = n
         self.release.configure(cfg)
         self._round = {"server_round": server_round, "n": n, "nodes": chosen, "model": model,
-                       "keys": keys}  # fmt: skip
+                       "keys": keys,
+                       "timeout": self.budgeting.round_timeout(state, n, self._timeout)}  # fmt: skip
         # the rule's reason costs a fit: asked only where the line is written or a callback reads it
         why = (state.rule.selector.explain() if _LOGGER.isEnabledFor(INFO)
                or self.on_round is not None else None)  # fmt: skip
@@ -652,6 +653,12 @@ class EEGradStrategy(Strategy):
             self._fewer = True
         self._nodes_connected = len(nodes)
         return nodes
+
+    def _round_timeout(self, timeout: float | None) -> float | None:
+        """The pending round's wait for its replies (its budget's cap on Flower's ``timeout``:
+        :meth:`~eegrad.flower.budgets.TotalBudget.round_timeout`)."""
+        rnd = self._round
+        return timeout if rnd is None else rnd.get("timeout", timeout)
 
     def _rule_needs(self) -> int:
         """The nodes the rule needs at the run's first round: 2 for the default (it learns from
@@ -731,7 +738,7 @@ class EEGradStrategy(Strategy):
             rule.withdraw()
             self._round = None
             raise
-        used = self.budgeting.spent(state, fold, n, timed_out, self._timeout)
+        used = self.budgeting.spent(state, fold, n, timed_out, rnd.get("timeout", self._timeout))
         if replied:  # the round's one record: its mean, the parts' spread, their local steps
             rule.tell(*fold.evidence(rule.selector.reads), local_steps=fold.local_steps())
         else:
@@ -872,7 +879,8 @@ class EEGradStrategy(Strategy):
 
             try:
                 # The replies pulled one at a time and each folded as it comes: O(d) memory.
-                result = super().start(PullingGrid(grid), arrays, num_rounds - offset, timeout,
+                result = super().start(PullingGrid(grid, round_timeout=self._round_timeout),
+                                       arrays, num_rounds - offset, timeout,
                                        train_config, evaluate_config,
                                        None if evaluate_fn is None else evaluate)  # fmt: skip
             except STOPS as stop:
