@@ -686,8 +686,8 @@ def test_turning_on_evaluation_changes_no_training():
 
 
 def test_clients_asked_records_the_nodes_actually_asked(monkeypatch):
-    # Nodes that leave after the first round: the round asks fewer than its n, and the record
-    # says how many it asked.
+    # Nodes that leave after the first round: the rule is asked for at most the nodes
+    # connected, so the round's arm is the clients it asked.
     grid = LocalGrid(_app(), K, seed=2)
     strategy = _strategy(selector=FixedArm(6))
     ids = list(grid.node_ids)
@@ -700,7 +700,7 @@ def test_clients_asked_records_the_nodes_actually_asked(monkeypatch):
     monkeypatch.setattr(grid, "get_node_ids", nodes)
     _start(strategy, grid, 3)
     assert [r["clients_asked"] for r in strategy.records] == [6, 4, 4]
-    assert [r["arm"] for r in strategy.records] == [6, 6, 6]
+    assert [r["arm"] for r in strategy.records] == [6, 4, 4]
 
 
 def test_budgeted_clients_weight_their_replies_under_the_strategys_key():

@@ -133,7 +133,7 @@ def test_the_inner_strategy_asks_exactly_the_n_nodes_eegrad_sampled():
     step's (FedAvg's aggregate, server_lr = 1) to rounding."""
     nodes, n, rounds = 22, 15, 4
     seen = []
-    inner = fs.FedAvg(fraction_train=15 / 22, min_train_nodes=2, min_available_nodes=30,
+    inner = fs.FedAvg(fraction_train=15 / 22, min_train_nodes=2, min_available_nodes=20,
                       fraction_evaluate=0.0)  # fmt: skip
     ours = _eegrad(inner, n=n)
     res = ours.start(grid=LocalGrid(_app(seen=seen), nodes, seed=4), initial_arrays=_model(),
@@ -148,7 +148,7 @@ def test_the_inner_strategy_asks_exactly_the_n_nodes_eegrad_sampled():
         assert len(set(asked)) == n
     # the user's sampling settings are theirs again after each round
     assert (inner.fraction_train, inner.min_train_nodes, inner.min_available_nodes) == \
-        (15 / 22, 2, 30)  # fmt: skip
+        (15 / 22, 2, 20)  # fmt: skip
     cfg = seen[0][1]
     assert cfg["budget-share"] == pytest.approx(_share(n))
     assert cfg["server-round"] == 1

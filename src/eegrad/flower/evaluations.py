@@ -43,6 +43,11 @@ class EvaluationTable:
             for row in rows:
                 append_row(self.path, row, EVALUATION_COLUMNS)
 
+    def has(self, server_round: int, source: str) -> bool:
+        """Whether an evaluation of ``source`` after ``server_round`` is kept."""
+        return any(r["server_round"] == server_round and r["source"] == source
+                   for r in self.rows)  # fmt: skip
+
     def keep_until(self, server_round: int) -> None:
         """On resume: the lines of the rounds the checkpoint holds, nothing after them (a file
         this table did not write is begun again)."""

@@ -14,12 +14,15 @@ whether it keeps any of them.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._validation import InvalidParameterError, fail
 from ..results import append_row, evaluations_beside, write_table
 from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
 from .evaluations import EvaluationTable
@@ -39,15 +42,50 @@ class RunKeeping:
         The checkpoint, replaced after every round and resumed from when it exists (None: none).
     """
 
-    def __init__(self, csv_path: str | Path | None, checkpoint: str | Path | None) -> None:
-        self.csv_path = None if csv_path is None else Path(csv_path)
-        self.checkpoint = None if checkpoint is None else Path(checkpoint)
+    def __init__(self, csv_path: str | Path | None, checkpoint: str | Path | None,
+                 owner: str = "EEGradStrategy") -> None:  # fmt: skip
+        self.csv_path = None if csv_path is None else _file_path(csv_path, "csv_path", owner)
+        self.checkpoint = None if checkpoint is None else _file_path(checkpoint, "checkpoint",
+                                                                     owner)  # fmt: skip
+        if self.csv_path is not None and self.checkpoint is not None:
+            mine = {"csv_path": self.csv_path, "the evaluations beside it": self.evaluation_path}
+            for what, path in mine.items():
+                if path.resolve() == self.checkpoint.resolve():
+                    raise fail("checkpoint", owner, f"another file than {what} (each is "
+                               "rewritten: the records would be written over the run's "
+                               "checkpoint)", str(checkpoint))  # fmt: skip
         self.fresh()
 
     def fresh(self) -> None:
-        """A new run: its evaluations' table empty (:attr:`evaluations`)."""
+        """A new run: its evaluations' table empty (:attr:`evaluations`), nothing written yet."""
         #: The run's evaluations, written beside the records (:mod:`eegrad.flower.evaluations`).
         self.evaluations = EvaluationTable(self.evaluation_path)
+        #: The last round whose checkpoint was written (None: none this run).
+        self.saved_round: int | None = None
+        #: The last round whose record reached ``csv_path`` (None: none this run).
+        self.written_round: int | None = None
+
+    def check_writable(self) -> None:
+        """Before the first round trains: each file's folder exists and takes a file (a
+        temporary one is written and removed there), so that a run never trains a round it
+        cannot keep; a checkpoint's temporary files left by a write that was killed are
+        removed."""
+        for name, path in (("csv_path", self.csv_path), ("checkpoint", self.checkpoint)):
+            if path is None:
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=path.parent):
+                    pass
+                if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+                    raise PermissionError(f"{path} cannot be read and written")
+            except OSError as err:
+                raise InvalidParameterError(
+                    f"The {name!r} of EEGradStrategy, {str(path)!r}, cannot be written "
+                    f"({type(err).__name__}: {err}); give a file in a folder the run can write, "
+                    "before any round trains."
+                ) from err
+            _remove_stale_temporaries(path)
 
     @property
     def evaluation_path(self) -> Path | None:
@@ -70,8 +108,10 @@ class RunKeeping:
                 write_table(self.csv_path, state.records, columns)
             else:
                 append_row(self.csv_path, state.records[-1], columns)
+            self.written_round = state.server_round
         if self.checkpoint is not None:
             save_run(self.checkpoint, fingerprint, state, snapshot())
+            self.saved_round = state.server_round
 
     def resume(self, state: RunState, fingerprint: dict[str, Any],
                initial: dict[str, np.ndarray], setup: Callable[[int, int], None],
@@ -85,16 +125,40 @@ class RunKeeping:
         check_state(saved)
         setup(saved.field("num_nodes"), saved.field("dim"))
         restore_run(state, saved)
+        self.saved_round = state.server_round
         if self.csv_path is not None:  # the rounds the checkpoint holds, nothing after them
             write_table(self.csv_path, state.records, columns)
+            self.written_round = state.server_round
             self.evaluations.keep_until(state.server_round)
         return saved.model
 
     def kept(self, rounds_done: int) -> str:
-        """What a run that stopped after ``rounds_done`` rounds keeps, in words for its log."""
-        kept = [f"{what} {path}" for what, path in (("records", self.csv_path),
-                ("checkpoint", self.checkpoint)) if path is not None]  # fmt: skip
-        if not kept:
+        """What a run that stopped after ``rounds_done`` rounds keeps, in words for its log:
+        the checkpoint's rounds are those whose write succeeded (:attr:`saved_round`)."""
+        if self.csv_path is None and self.checkpoint is None:
             return "nothing was kept (give csv_path= and checkpoint= to keep a run and resume it)"
-        return f"kept: {', '.join(kept)}, rounds 1 to {rounds_done}" + (
-            "; start it again to resume" if self.checkpoint is not None else "")
+        kept = []
+        for what, path, last in (("records", self.csv_path, self.written_round),
+                                 ("checkpoint", self.checkpoint, self.saved_round)):  # fmt: skip
+            if path is not None:
+                kept.append(f"{what} {path} (rounds 1 to {last})" if last else
+                            f"no {what} ({path} was not written this run)")  # fmt: skip
+        resume = "; start it again to resume" if self.saved_round else ""
+        return f"kept: {', '.join(kept)}{resume}"
+
+
+def _file_path(value: Any, name: str, owner: str) -> Path:
+    """A keeping file's path: a str or path-like naming no folder."""
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise fail(name, owner, "a file's path (str or Path)", value)
+    path = Path(value)
+    if path.is_dir():
+        raise fail(name, owner, "a file's path, not a folder's", str(value))
+    return path
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files that an interrupted write of ``path`` left beside it
+    (:func:`eegrad.results.atomic_write`'s ``.<name>.*.tmp``): one run writes one checkpoint."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)

@@ -77,13 +77,20 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
         if np.dtype(a.dtype) != ref.dtype:
             raise ClientUpdateError(f"The update of {where} has array {k!r} of dtype "
                                     f"{a.dtype}, expected {ref.dtype} (the model's).")  # fmt: skip
+        _check_bytes(a, k, ref, where)
         arrays.append(a)
     metrics = next(iter(content.metric_records.values()), None)
     if metrics is None or weighted_by_key not in metrics:
         raise ClientUpdateError(
             f"The reply of {where} has no {weighted_by_key!r} metric (the samples used)."
         )
-    weight = float(metrics[weighted_by_key])
+    weight = metrics[weighted_by_key]
+    if isinstance(weight, bool) or not isinstance(weight, int | float | np.number):
+        raise ClientUpdateError(
+            f"The reply of {where} reports {weighted_by_key} = {weight!r}, a "
+            f"{type(weight).__name__}; it must be one number > 0 (the samples used)."
+        )
+    weight = float(weight)
     if not np.isfinite(weight) or weight <= 0:
         raise ClientUpdateError(
             f"The reply of {where} reports {weighted_by_key} = {weight!r}; it must be > 0."
@@ -91,6 +98,25 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
     cost = reply_cost(metrics, where, cost_metric=cost_metric, cost_scale=cost_scale,
                       required=cost_required)
     return arrays, weight, cost, metrics
+
+
+def _check_bytes(array: Array, key: str, ref: np.ndarray, where: str) -> None:
+    """Refuse an array whose bytes are not what its metadata says (another dtype or shape in
+    the ``.npy`` header, too few bytes, no header): read as they are, they would be folded as
+    other numbers. Only the header is parsed (:func:`~eegrad.flower.model_arrays.array_view`)."""
+    try:
+        view = array_view(array)
+    except (ValueError, TypeError, EOFError) as err:
+        raise ClientUpdateError(
+            f"The update of {where} has array {key!r} whose bytes cannot be read as its "
+            f"metadata says ({ref.dtype}, shape {ref.shape}): {err}."
+        ) from None
+    if view.dtype != ref.dtype or view.shape != ref.shape:
+        raise ClientUpdateError(
+            f"The update of {where} has array {key!r} whose bytes hold {view.dtype}, shape "
+            f"{view.shape}, where its metadata says {ref.dtype}, shape {ref.shape}: the client "
+            "built its Array from other numbers than it declares."
+        )
 
 
 def reply_local_steps(metrics: Any, where: str) -> float:
@@ -168,6 +194,9 @@ class RoundFold:
         #: Each folded reply's reported cost (NaN where it reported none), by node id.
         self.node_costs: dict[int, float] = {}
         self._metric_sums: dict[str, Any] = {}
+        # the first reply's metrics (name -> None for a number, the length of a list) and node
+        self._metric_kinds: dict[str, int | None] | None = None
+        self._metric_first: Any = None
 
     @property
     def costs(self) -> list[float]:
@@ -188,6 +217,31 @@ class RoundFold:
         """The mean of the replies' reported local steps, where every folded reply reported
         them (None otherwise, and where the path reads no client metric)."""
         return None
+
+    def _inconsistent(self, msg: Message, kinds: dict[str, int | None]) -> ClientUpdateError:
+        """The error of a reply whose metrics differ from the round's first reply's: a mean
+        over some replies, divided by all their weights, would be diluted (Flower's FedAvg
+        refuses such replies too)."""
+        first = self._metric_kinds
+        missing = sorted(set(first) - set(kinds))
+        extra = sorted(set(kinds) - set(first))
+
+        def kind(n: int | None) -> str:
+            return "a number" if n is None else f"a list of {n}"
+
+        if missing or extra:
+            what = (f"has no {missing[0]!r}" if missing else f"has {extra[0]!r}") + \
+                f", which the reply of node {self._metric_first} " + \
+                ("has" if missing else "has not")  # fmt: skip
+        else:
+            k = next(k for k in first if first[k] != kinds[k])
+            what = (f"reports {k!r} as {kind(kinds[k])}, where node {self._metric_first} "
+                    f"reports {kind(first[k])}")
+        return ClientUpdateError(
+            f"The reply of {self._source(msg)} {what}: every client of a round must report the "
+            "same metrics (their weighted means are aggregated, as Flower's FedAvg does); "
+            "report each metric from every client, in one shape, or from none."
+        )
 
     def _source(self, msg: Message) -> str:
         """How an error names ``msg``: its node and the round (:func:`reply_source`)."""
@@ -227,7 +281,13 @@ class RoundFold:
         return {k: [x / W for x in v] if isinstance(v, list) else v / W
                 for k, v in self._metric_sums.items()}  # fmt: skip
 
-    def _add_metrics(self, metrics: Any, weight: float) -> None:
+    def _add_metrics(self, metrics: Any, weight: float, msg: Message) -> None:
+        kinds = {k: len(v) if isinstance(v, list) else None
+                 for k, v in metrics.items() if k != self.weighted_by_key}  # fmt: skip
+        if self._metric_kinds is None:
+            self._metric_kinds, self._metric_first = kinds, msg.metadata.src_node_id
+        elif kinds != self._metric_kinds:
+            raise self._inconsistent(msg, kinds)
         for k, v in metrics.items():
             if k == self.weighted_by_key:
                 continue
@@ -266,7 +326,7 @@ class PlainFold(RoundFold):
             self.pull.add((array_view(a) for a in arrays), weight)
         except NonFiniteGradientError:
             raise self._nonfinite(msg, arrays) from None
-        self._add_metrics(metrics, weight)
+        self._add_metrics(metrics, weight, msg)
 
     def local_steps(self) -> float | None:
         if self._replies == 0 or self._reported < self._replies:

@@ -283,7 +283,10 @@ class EEGradStrategy(Strategy):
     on_round : callable, optional
         Called after every training round with a :class:`~eegrad.flower.RoundReport` (the
         round's record and metrics, why the rule asked n, the rule's estimates of every n): the
-        place to log a run to TensorBoard or Weights & Biases from your own code.
+        place to log a run to TensorBoard or Weights & Biases from your own code. It is called
+        before the round is checkpointed, so that with ``checkpoint`` every round is reported
+        at least once: a round a kill cut off before its checkpoint is run again on resume,
+        and reported again.
     checkpoint : str or Path, optional
         A file (``.npz``) to which the strategy writes, after every round, everything needed to
         continue: the rule's and its driver's state, the random streams, the records, the
@@ -413,7 +416,7 @@ class EEGradStrategy(Strategy):
                                             ge=0, le=1)  # fmt: skip
         #: What the run keeps beyond the server's memory, a part: its records' CSV, the
         #: evaluations beside them, its checkpoint (:mod:`eegrad.flower.keeping`).
-        self.keeping = RunKeeping(csv_path, checkpoint)
+        self.keeping = RunKeeping(csv_path, checkpoint, owner)
         self.on_round = check_callback(on_round, owner)
         #: The user's inner strategy, or None (the built-in step).
         self.strategy = strategy
@@ -768,15 +771,16 @@ class EEGradStrategy(Strategy):
                    "step_scale": scale}  # fmt: skip
         state.metrics[server_round] = metrics
         state.server_round = server_round
+        if self.on_round is not None:  # before the round is saved: a round whose report a
+            # kill cut off is run again on resume, and reported again (at least once)
+            self.on_round(RoundReport(server_round=server_round, record=dict(row),
+                                      metrics=dict(metrics), explanation=rnd.get("why"),
+                                      estimates=rule.selector.estimates()))  # fmt: skip
         self.keeping.after_round(state, self.columns, self.fingerprint,
                                  lambda: self._snapshot(new_arrays))  # fmt: skip
         if new_arrays is not None:
             self._latest = new_arrays
         self._round = None
-        if self.on_round is not None:
-            self.on_round(RoundReport(server_round=server_round, record=dict(row),
-                                      metrics=dict(metrics), explanation=rnd.get("why"),
-                                      estimates=rule.selector.estimates()))  # fmt: skip
         return new_arrays, MetricRecord(metrics)
 
     def _snapshot(self, new_arrays: ArrayRecord | None) -> dict[str, np.ndarray]:
@@ -824,7 +828,9 @@ class EEGradStrategy(Strategy):
         """A fresh run, or the checkpoint's resumed (:attr:`rounds_done` rounds done); returns
         the model to start from. ``min_clients``: the least n a round can run (2 under SecAgg+);
         ``columns``: record columns the run's driver adds."""
+        check_integer(num_rounds, "num_rounds", "EEGradStrategy.start", ge=1)
         self._fresh_run()
+        self.keeping.check_writable()
         self._min_clients = min_clients
         self.columns = self._base_columns + tuple(c for c in columns
                                                   if c not in self._base_columns)  # fmt: skip
@@ -858,6 +864,8 @@ class EEGradStrategy(Strategy):
         model, to round ``num_rounds``. The result's metrics are indexed by server round.
         Every call begins a fresh run (records, cost, streams and the inner strategy's state as
         constructed) unless it resumes."""
+        if timeout is not None:
+            check_real(timeout, "timeout", "EEGradStrategy.start", gt=0)
         arrays = self.begin_run(initial_arrays, num_rounds)
         self._timeout = None if timeout is None else float(timeout)
         offset = self.rounds_done
@@ -871,6 +879,8 @@ class EEGradStrategy(Strategy):
             result.arrays = arrays
         else:
             def evaluate(rnd: int, arr: ArrayRecord) -> Any:
+                if rnd == 0 and offset and self.keeping.evaluations.has(offset, "server"):
+                    return None  # the checkpoint's model, evaluated by the run that saved it
                 out = evaluate_fn(rnd + offset, arr)
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
