@@ -91,9 +91,10 @@ def test_evaluations_are_written_beside_the_records_at_the_cost_so_far(tmp_path)
 
 
 def test_a_run_stopped_by_ctrl_c_says_what_it_keeps_and_resumes(tmp_path, caplog):
-    """A KeyboardInterrupt after round 3 (here from the callback): the log says why and what
-    is kept; the records and checkpoint hold rounds 1-3; the same call resumes to the end as an
-    uninterrupted run would."""
+    """A KeyboardInterrupt in round 3 (here from the callback, which comes before the round
+    is kept): the log says why and what is kept; the records and checkpoint hold rounds 1-2;
+    the same call resumes (round 3 again, reported again) to the end as an uninterrupted run
+    would."""
 
     def interrupt(report):
         if report.server_round == 3:
@@ -104,12 +105,12 @@ def test_a_run_stopped_by_ctrl_c_says_what_it_keeps_and_resumes(tmp_path, caplog
     with caplog.at_level(logging.ERROR, logger="flwr"), pytest.raises(KeyboardInterrupt):
         tb._run(s, tb._quickstart_app(), rounds=100)
     said = caplog.text
-    assert "stopped after server round 3: interrupted (KeyboardInterrupt)" in said
+    assert "stopped after server round 2: interrupted (KeyboardInterrupt)" in said
     assert "run.csv" in said
     assert "run.npz" in said
     assert "to resume" in said
     with open(tmp_path / "run.csv") as fh:
-        assert len(list(csv.DictReader(fh))) == 3
+        assert len(list(csv.DictReader(fh))) == 2
     resumed = choose_clients(FedAvg(fraction_evaluate=0.0), budget=60, **kw)
     tb._run(resumed, tb._quickstart_app(), rounds=100)
     whole = choose_clients(FedAvg(fraction_evaluate=0.0), budget=60)

@@ -150,6 +150,53 @@ def test_a_supernode_killed_mid_run_does_not_stall_it(tmp_path):
 
 
 @pytest.mark.slow
+def test_one_node_at_the_first_round_then_late_joiners(tmp_path):
+    """One SuperNode when the run starts (min-nodes = 1): the default rule waits for a second
+    (it learns from a spread; it crashed with one), and a third that connects later is among
+    the nodes each later round samples from. The run finishes its rounds."""
+    nodes, rounds = 3, 6
+    dep = _Deployment(tmp_path)
+    try:
+        link = dep.start("superlink", "flower-superlink", "--insecure", "--port",
+                         str(dep.link_port), "--disable-runtime-dependency-installation")  # fmt: skip
+
+        def supernode(i):
+            return dep.start(f"supernode-{i}", "flower-supernode", "--insecure",
+                             "--superlink", f"127.0.0.1:{dep.link_port}",
+                             "--port", str(_free_port()),
+                             "--node-config", f"partition-id={i} num-partitions={nodes}")  # fmt: skip
+
+        _wait_for_port(dep.link_port, link)
+        supernode(0)
+        records = tmp_path / "records.csv"
+        run = subprocess.Popen(
+            [str(BIN / "flwr"), "run", str(EXAMPLES / "flower_app"), "here", "--stream",
+             "--run-config", (f'num-server-rounds={rounds} min-nodes=1 '
+             f'csv-path="{records}"')],
+            env=dep.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        dep.procs.append(run)
+        time.sleep(8.0)  # the run is up and waits: one node connected
+        assert not _rows(records), "a round ran with one node"
+        supernode(1)
+        deadline = time.monotonic() + 180
+        while not _rows(records) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        supernode(2)
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, out[-3000:]
+        assert "Waiting for nodes: 1 of 2 connected" in out
+        rows = _rows(records)
+        assert [int(r["server_round"]) for r in rows] == list(range(1, rounds + 1))
+        assert int(rows[0]["nodes_connected"]) >= 2
+        assert int(rows[-1]["nodes_connected"]) == nodes  # the late joiner is connected
+        for r in rows:
+            assert 1 <= int(r["arm"]) <= int(r["nodes_connected"])
+    finally:
+        dep.close()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("app", ["flower_app", "flower_torch_app"])
 def test_strategy_runs_on_a_superlink_and_supernodes(tmp_path, app):
     if app != "flower_app":

@@ -34,7 +34,9 @@ def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
         FedMedian, FedTrimmedAvg. It aggregates, steps and evaluates as it always does; its
         ``fraction_train`` is replaced by eegrad's choice of n.
     budget : float
-        What the whole run may spend, > 0, in ``unit``.
+        What the whole run may spend, > 0, in ``unit``: the clients' trainings (federated
+        evaluation and the server's ``evaluate_fn`` are not charged to it; count what they
+        cost in ``aggregation``, the server's D(n) of a round).
     unit : str
         What a client's round costs: ``"trainings"`` (default; each reply counts 1, so the
         budget is the number of client trainings), ``"samples"`` (each reply counts the

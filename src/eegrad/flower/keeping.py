@@ -132,6 +132,15 @@ class RunKeeping:
             self.evaluations.keep_until(state.server_round)
         return saved.model
 
+    def last_kept(self, recorded: int) -> int:
+        """The last round a stopped run keeps: its checkpoint's (a resume continues after
+        it), else its records' file's, else the ``recorded`` rounds (kept in memory only)."""
+        if self.checkpoint is not None:
+            return self.saved_round or 0
+        if self.csv_path is not None:
+            return self.written_round or 0
+        return recorded
+
     def kept(self, rounds_done: int) -> str:
         """What a run that stopped after ``rounds_done`` rounds keeps, in words for its log:
         the checkpoint's rounds are those whose write succeeded (:attr:`saved_round`)."""

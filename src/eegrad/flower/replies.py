@@ -194,6 +194,7 @@ class RoundFold:
         #: Each folded reply's reported cost (NaN where it reported none), by node id.
         self.node_costs: dict[int, float] = {}
         self._metric_sums: dict[str, Any] = {}
+        self._metric_weights: dict[str, float] = {}  # the weights of the replies with each
         # the first reply's metrics (name -> None for a number, the length of a list) and node
         self._metric_kinds: dict[str, int | None] | None = None
         self._metric_first: Any = None
@@ -218,16 +219,19 @@ class RoundFold:
         them (None otherwise, and where the path reads no client metric)."""
         return None
 
-    def _inconsistent(self, msg: Message, kinds: dict[str, int | None]) -> ClientUpdateError:
+    def _inconsistent(self, msg: Message, kinds: dict[str, int | None],
+                      key: str | None = None) -> ClientUpdateError:  # fmt: skip
         """The error of a reply whose metrics differ from the round's first reply's: a mean
         over some replies, divided by all their weights, would be diluted (Flower's FedAvg
         refuses such replies too)."""
-        first = self._metric_kinds
+        first = dict(self._metric_kinds or {})
+        if key is not None:  # an optional metric in two shapes
+            first.setdefault(key, None if kinds[key] is not None else -1)
         missing = sorted(set(first) - set(kinds))
         extra = sorted(set(kinds) - set(first))
 
         def kind(n: int | None) -> str:
-            return "a number" if n is None else f"a list of {n}"
+            return "a number" if n is None else "a list" if n < 0 else f"a list of {n}"
 
         if missing or extra:
             what = (f"has no {missing[0]!r}" if missing else f"has {extra[0]!r}") + \
@@ -276,14 +280,19 @@ class RoundFold:
 
     def client_metrics(self) -> dict[str, Any]:
         """The replies' other metrics, weighted means by their weights as Flower's
-        ``aggregate_metricrecords`` makes them (none where the path reveals only a mean)."""
-        W = self.total_weight
-        return {k: [x / W for x in v] if isinstance(v, list) else v / W
-                for k, v in self._metric_sums.items()}  # fmt: skip
+        ``aggregate_metricrecords`` makes them (none where the path reveals only a mean); a
+        metric of eegrad's own that only some replies report (``local-steps``, the cost), a
+        mean over those that do."""
+        out = {}
+        for k, v in self._metric_sums.items():
+            W = self._metric_weights[k]
+            out[k] = [x / W for x in v] if isinstance(v, list) else v / W
+        return out
 
     def _add_metrics(self, metrics: Any, weight: float, msg: Message) -> None:
-        kinds = {k: len(v) if isinstance(v, list) else None
-                 for k, v in metrics.items() if k != self.weighted_by_key}  # fmt: skip
+        optional = {LOCAL_STEPS_KEY, self._keys.get("cost_metric")}  # eegrad's, read apart
+        kinds = {k: len(v) if isinstance(v, list) else None for k, v in metrics.items()
+                 if k != self.weighted_by_key and k not in optional}  # fmt: skip
         if self._metric_kinds is None:
             self._metric_kinds, self._metric_first = kinds, msg.metadata.src_node_id
         elif kinds != self._metric_kinds:
@@ -291,12 +300,16 @@ class RoundFold:
         for k, v in metrics.items():
             if k == self.weighted_by_key:
                 continue
-            if isinstance(v, list):
-                old = self._metric_sums.get(k)
+            old = self._metric_sums.get(k)
+            if isinstance(v, list) or isinstance(old, list):
+                if not (isinstance(v, list) and (old is None or len(old) == len(v))):
+                    raise self._inconsistent(msg, {**kinds, k: len(v) if isinstance(v, list)
+                                                   else None}, key=k)  # fmt: skip
                 self._metric_sums[k] = [weight * x for x in v] if old is None else \
                     [o + weight * x for o, x in zip(old, v, strict=True)]  # fmt: skip
             else:
-                self._metric_sums[k] = self._metric_sums.get(k, 0.0) + weight * v
+                self._metric_sums[k] = (0.0 if old is None else old) + weight * v
+            self._metric_weights[k] = self._metric_weights.get(k, 0.0) + weight
 
 
 class PlainFold(RoundFold):

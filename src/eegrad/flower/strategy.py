@@ -923,7 +923,7 @@ class EEGradStrategy(Strategy):
         """Log why a run stopped before its end and what it keeps (records, checkpoint)."""
         why = ("interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else
                f"{type(exc).__name__}: {str(exc).rstrip('.')}")  # fmt: skip
-        done = self.state.server_round
+        done = self.keeping.last_kept(self.state.server_round)
         log(ERROR, "EE-Grad: the run stopped after server round %d: %s; %s", done, why,
             self.keeping.kept(done))  # fmt: skip
 
