@@ -22,7 +22,7 @@ def test_every_rule_reads_only_known_names():
                  ProgressThompson(population=K), BudgetThompson(population=K)):  # fmt: skip
         assert rule.reads <= READS, rule
     assert BudgetThompson().reads >= {"costs", "budget_left"}
-    assert "rounds_left" not in BudgetThompson().reads
+    assert "rounds_left" in BudgetThompson().reads  # it splits the budget over them
     assert "rounds_left" in ProgressThompson().reads
     assert not ProgressThompson().reads & {"costs", "budget_left"}
     assert SpreadThompson().uses_parts
@@ -86,7 +86,7 @@ def test_one_record_equals_the_separate_channels():
 
 
 def test_an_outlook_the_rule_does_not_read_is_ignored_and_a_channel_for_it_refused():
-    rule = BudgetThompson(population=K)
+    rule = SpreadThompson(population=K)
     rule.init(1, K, D)
     rule.ask(1, outlook=Outlook(rounds_left=4))
     assert not hasattr(rule, "_rounds_left")

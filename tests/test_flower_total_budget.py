@@ -178,16 +178,22 @@ def test_total_budget_errors_are_refused_before_any_round():
 
 
 def test_a_resumed_run_keeps_the_budget_spent(tmp_path):
-    """Stopped after 4 rounds and resumed with new objects, the run ends where the
-    uninterrupted one does: the same rounds, costs, budget left and model."""
-    def make(ck):
+    """Stopped in round 5 (rounds 1-4 kept) and resumed with new objects and the same
+    num_rounds, the run ends where the uninterrupted one does: the same rounds, costs, budget
+    left and model."""
+    def make(ck, on_round=None):
         return EEGradStrategy(total_budget=80.0, aggregation=lambda n: 1.0 + 0 * np.asarray(n),
                               cost_metric="num-examples", cost_scale=0.01, checkpoint=ck,
-                              csv_path=ck.with_suffix(".csv"))  # fmt: skip
+                              csv_path=ck.with_suffix(".csv"), on_round=on_round)  # fmt: skip
+
+    def cut_at_5(report):  # a kill in round 5: rounds 1-4 kept (the same num_rounds)
+        if report.server_round == 5:
+            raise KeyboardInterrupt
 
     whole = make(tmp_path / "whole.npz")
     res_whole = _run(whole)
-    _run(make(tmp_path / "cut.npz"), rounds=4)
+    with pytest.raises(KeyboardInterrupt):
+        _run(make(tmp_path / "cut.npz", on_round=cut_at_5))
     resumed = make(tmp_path / "cut.npz")
     res = _run(resumed)
     assert resumed.records == whole.records

@@ -380,7 +380,8 @@ def test_rounds_left_errors():
         with pytest.raises(TypeError, match="'rounds'.*an integer"):
             rule.tell_rounds_left(bad)
     assert rule.uses_rounds_left
-    for other in (BudgetThompson(population=K), SpreadThompson(population=K)):
+    assert BudgetThompson(population=K).uses_rounds_left  # it splits the budget over them
+    for other in (SpreadThompson(population=K),):
         assert not other.uses_rounds_left
         other.init(1, K, D)
         with pytest.raises(ProtocolError, match="not in its reads"):

@@ -23,7 +23,8 @@ the run's cost, and :meth:`~RoundBudget.record` for the round's record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from logging import INFO
+from dataclasses import dataclass
+from logging import INFO, WARNING
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from .replies import ClientUpdateError, RoundFold
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
 
-__all__ = ["BudgetSpent", "RoundBudget", "TotalBudget", "make_budget"]
+__all__ = ["BudgetSpent", "FedAvgSpend", "RoundBudget", "TotalBudget", "make_budget"]
 
 #: Points 1..this of D(n) in the fingerprint of a total-budget run (N is not known yet).
 D_POINTS = 64
@@ -45,6 +46,63 @@ D_POINTS = 64
 
 class BudgetSpent(InvalidParameterError):
     """With a total budget: the next round would cost more than the budget left."""
+
+
+@dataclass(frozen=True)
+class FedAvgSpend:
+    r"""A total budget of client trainings: what the wrapped strategy would spend in the run's
+    ``num_rounds``, each round training :math:`\max(\lfloor K f\rfloor, m)` of the K nodes
+    connected (Flower's ``FedAvg.configure_train``: f its ``fraction_train``, m its
+    ``min_train_nodes``). Known when the run starts (its rounds) and its first round's nodes
+    connect: :meth:`TotalBudget.resolve`.
+
+    Parameters
+    ----------
+    strategy : str
+        The wrapped strategy's class, for the log.
+    fraction_train : float
+        Its ``fraction_train``, in (0, 1].
+    min_train_nodes : int
+        Its ``min_train_nodes``, >= 0.
+    """
+
+    strategy: str
+    fraction_train: float
+    min_train_nodes: int
+
+    @classmethod
+    def of(cls, strategy: Any, owner: str = "choose_clients") -> FedAvgSpend:
+        """The spend of a Flower strategy that samples as FedAvg does; refused where it has no
+        ``fraction_train`` or trains no client."""
+        fraction = getattr(strategy, "fraction_train", None)
+        least = getattr(strategy, "min_train_nodes", 0) or 0
+        name = type(strategy).__name__
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise fail("budget", owner, f"given: {name} has no fraction_train to take its "
+                       "spend from (give the run's budget in client trainings)", None)  # fmt: skip
+        if not 0 < float(fraction) <= 1:
+            raise fail("strategy", owner, f"a strategy that trains clients: {name}'s "
+                       f"fraction_train = {fraction!r} gives none a round (give budget=, or a "
+                       "fraction_train in (0, 1])", strategy)  # fmt: skip
+        return cls(name, float(fraction), int(least))
+
+    def per_round(self, num_nodes: int) -> int:
+        """The clients a round of it trains among ``num_nodes``: max(⌊K f⌋, m), at most K."""
+        return min(int(num_nodes), max(int(num_nodes * self.fraction_train),
+                                       self.min_train_nodes))  # fmt: skip
+
+    def total(self, num_rounds: int, num_nodes: int) -> int:
+        """Its trainings in ``num_rounds`` rounds of ``num_nodes`` nodes."""
+        return int(num_rounds) * self.per_round(num_nodes)
+
+    def describe(self, num_rounds: int, num_nodes: int) -> str:
+        """The budget in words: "100 client trainings, what FedAvg(fraction_train=0.5) spends
+        in 10 rounds of 20 nodes"."""
+        least = f", min_train_nodes={self.min_train_nodes}" if self.min_train_nodes else ""
+        return (f"{self.total(num_rounds, num_nodes)} client trainings, what "
+                f"{self.strategy}(fraction_train={self.fraction_train:g}{least}) spends in "
+                f"{num_rounds} rounds of {num_nodes} nodes ({self.per_round(num_nodes)} a "
+                "round)")
 
 
 class RoundBudget:
@@ -100,6 +158,9 @@ class RoundBudget:
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Nothing to refuse under central DP: the clients are sent their shares, and the
         records say what was sent, not what a client reported."""
+
+    def resolve(self, num_rounds: int | None, num_nodes: int) -> None:
+        """Nothing to settle at the run's start: B a round is given."""
 
     def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int | None:
         """The most clients the round may ask: any of the N (None)."""
@@ -189,7 +250,7 @@ class TotalBudget:
     """
 
     #: What of a rule's outlook this budget tells it before each ask (:meth:`outlook`).
-    supplies = frozenset({"costs", "budget_left"})
+    supplies = frozenset({"costs", "budget_left", "rounds_left"})
     #: Record columns this budget adds.
     columns: tuple[str, ...] = ("budget_left",)
     #: Whether every reply must report its cost.
@@ -199,20 +260,61 @@ class TotalBudget:
     #: B of a round (None: the run has a total instead).
     budget = None
 
-    def __init__(self, total: float, c_min: float | None, aggregation: Any, *,
+    def __init__(self, total: float | FedAvgSpend, c_min: float | None, aggregation: Any, *,
                  round_cost: str, cost_metric: str | None, cost_scale: float,
                  owner: str = "EEGradStrategy") -> None:  # fmt: skip
-        self.total = check_real(total, "total_budget", owner, gt=0)
+        #: What the total is of, where it is known at the run's start (your FedAvg's spend).
+        self.spend_of = total if isinstance(total, FedAvgSpend) else None
+        if self.spend_of is not None and cost_metric is not None:
+            raise fail("cost_metric", owner, "None with total_budget=FedAvgSpend(...) (a "
+                       "FedAvg's spend is counted in client trainings)", cost_metric)  # fmt: skip
         self.c_min = 0.0 if c_min is None else check_real(c_min, "c_min", owner, ge=0)
         self.aggregation = aggregation
-        first = self.c_min + float(aggregation(np.array([1.0]))[0])
-        if first > self.total:
-            raise fail("total_budget", owner, f"at least one round of n = 1 (c_min + D(1) = "
-                       f"{first:g})", total)  # fmt: skip
         if round_cost not in ROUND_COSTS:
             raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
         self.round_cost = round_cost
         self.cost_metric, self.cost_scale = cost_metric, cost_scale
+        self._owner = owner
+        #: The run's total (None until :meth:`resolve` where it is your FedAvg's spend).
+        self.total = None if self.spend_of is not None else self._checked(total, "total_budget")
+
+    def first_round(self) -> float:
+        """The least a round can cost: one client (c_min, or ``cost_scale`` where every reply
+        costs that) and D(1)."""
+        client = self.cost_scale if self.cost_metric is None else self.c_min
+        return max(client, self.c_min) + float(self.aggregation(np.array([1.0]))[0])
+
+    def _checked(self, total: Any, name: str) -> float:
+        total = check_real(total, name, self._owner, gt=0)
+        first = self.first_round()
+        if first > total:
+            unit = ("one training (cost_scale) and D(1)" if self.cost_metric is None else
+                    "c_min + D(1)")  # fmt: skip
+            raise fail(name, self._owner, f"at least one round of n = 1 ({unit} = {first:g})",
+                       total)  # fmt: skip
+        return total
+
+    def resolve(self, num_rounds: int | None, num_nodes: int) -> None:
+        """At the run's start (its first round's nodes connected, or a resume's K): the total
+        of your FedAvg's spend in ``num_rounds``, said in one line; and, where every reply
+        costs ``cost_scale``, a budget that even every round at all K clients cannot spend in
+        ``num_rounds``, said once."""
+        spec = self.spend_of
+        if spec is not None:
+            if num_rounds is None:
+                raise fail("num_rounds", self._owner, "given with a budget of your FedAvg's "
+                           "spend (the rounds it is counted over)", None)  # fmt: skip
+            self.total = self._checked(spec.total(num_rounds, num_nodes) * self.cost_scale,
+                                       "budget")  # fmt: skip
+            log(INFO, "EE-Grad: budget: %s", spec.describe(num_rounds, num_nodes))
+        if num_rounds is not None and self.cost_metric is None:
+            most = num_rounds * (num_nodes * self.cost_scale
+                                 + float(self.aggregation(np.array([float(num_nodes)]))[0]))
+            if most < self.total:
+                log(WARNING, "EE-Grad: the budget, %g, cannot be spent in %d rounds: every "
+                    "round at all %d nodes connected costs %g in all; %g will be left (give "
+                    "more rounds, or a smaller budget)", self.total, num_rounds, num_nodes,
+                    most, self.total - most)  # fmt: skip
 
     def arms(self, num_nodes: int) -> int:
         """N for K = ``num_nodes``: every node."""
@@ -229,7 +331,9 @@ class TotalBudget:
     def costs(self, state: RunState) -> RoundCosts:
         """The clients' costs seen so far (the run's, kept in its state) and the expected cost
         of a round of every n."""
-        return RoundCosts(self.round_cost, self.aggregation, self.c_min,
+        known = self.cost_metric is None  # every reply costs cost_scale: known before any
+        return RoundCosts(self.round_cost, self.aggregation,
+                          self.cost_scale if known else self.c_min,
                           latest=state.client_costs)  # fmt: skip
 
     def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int:
@@ -237,7 +341,8 @@ class TotalBudget:
         the costliest seen); raises :class:`BudgetSpent` where it affords not ``least``. Before
         any client has reported a cost there is no worst case to go by (``c_min`` is the least
         a client costs, not the most): the round asks the fewest clients, ``least``, whose
-        costs then bound the next rounds'."""
+        costs then bound the next rounds' — unless every reply costs ``cost_scale``
+        (``cost_metric=None``, client trainings), known before any."""
         worst = self.costs(state).worst(N)
         left = self.total - state.cost
         affordable = np.flatnonzero(worst <= left)  # never more than the budget left
@@ -247,17 +352,18 @@ class TotalBudget:
                 f"its clients as costly as the costliest seen), more than the budget left, "
                 f"{left:.4g} of {self.total:g}; the run ends after round {server_round - 1}."
             )
-        if not state.client_costs:
+        if not state.client_costs and self.cost_metric is not None:
             return least
         return int(affordable.max()) + 1
 
     def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
         """What the rule is told before it asks: every n's expected cost (where it reads
-        them) and the budget left."""
+        them), the budget left and the rounds left of ``num_rounds``, this one included."""
         rule = state.rule
         costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
                  if "costs" in rule.selector.reads else None)  # fmt: skip
-        return Outlook(costs=costs, budget_left=self.total - state.cost)
+        rounds_left = None if num_rounds is None else max(1, num_rounds - server_round + 1)
+        return Outlook(costs=costs, budget_left=self.total - state.cost, rounds_left=rounds_left)
 
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Refuse a total budget counted in a metric the clients report, under central DP: a
@@ -313,15 +419,19 @@ class TotalBudget:
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must share with this budget."""
         n = np.arange(1.0, D_POINTS + 1.0)
-        return {"budget": None, "c_min": self.c_min, "total_budget": self.total,
+        total = repr(self.spend_of) if self.spend_of is not None else self.total
+        return {"budget": None, "c_min": self.c_min, "total_budget": total,
                 "D(1..N+1)": [float(x) for x in self.aggregation(n)]}  # fmt: skip
 
     def summary(self) -> None:
         """Log the budget (Strategy API's summary)."""
         each = (f"{self.cost_scale:g} a reply" if self.cost_metric is None else
                 f"{self.cost_metric!r} × {self.cost_scale:g}")  # fmt: skip
-        log(INFO, "\t├──> EE-Grad: total budget %g, a round's cost the %s of its clients' "
-            "(%s) plus D = %r", self.total, self.round_cost, each, self.aggregation)  # fmt: skip
+        total = (f"what {self.spend_of.strategy}(fraction_train="
+                 f"{self.spend_of.fraction_train:g}) spends in the run's rounds"
+                 if self.total is None else f"{self.total:g}")  # fmt: skip
+        log(INFO, "\t├──> EE-Grad: total budget %s, a round's cost the %s of its clients' "
+            "(%s) plus D = %r", total, self.round_cost, each, self.aggregation)  # fmt: skip
 
 
 def check_outlook(budgeting: RoundBudget | TotalBudget, rule: Selector,
@@ -350,6 +460,8 @@ def make_budget(budget: float | None, total_budget: float | None, c_min: float |
     if budget is None and total_budget is None:
         raise fail("budget", owner, "a round's budget > 0, or total_budget= for the run's",
                    None)  # fmt: skip
+    if budget is not None and isinstance(budget, FedAvgSpend):
+        raise fail("budget", owner, "a number (FedAvgSpend is a total: total_budget=)", budget)
     if total_budget is None:
         if round_cost not in ROUND_COSTS:
             raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)

@@ -14,6 +14,7 @@ from typing import Any
 from flwr.serverapp.strategy import Strategy
 
 from .._validation import InvalidParameterTypeError, check_real, fail
+from .budgets import FedAvgSpend
 from .client import check_metric_key
 from .strategy import EEGradStrategy
 
@@ -23,20 +24,27 @@ __all__ = ["UNITS", "choose_clients"]
 UNITS = ("trainings", "samples")
 
 
-def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
+def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = "trainings",
                    **options: Any) -> EEGradStrategy:  # fmt: skip
-    """Let eegrad choose how many clients each round asks, within a total budget.
+    r"""Let eegrad choose how many clients each round asks, within your rounds and a total
+    budget — by default, what your strategy would spend in them.
 
     Parameters
     ----------
     strategy : flwr.serverapp.strategy.Strategy
         Your strategy (message API): FedAvg, FedAvgM, FedProx, FedAdam, FedYogi, FedAdagrad,
         FedMedian, FedTrimmedAvg. It aggregates, steps and evaluates as it always does; its
-        ``fraction_train`` is replaced by eegrad's choice of n.
-    budget : float
+        ``fraction_train`` and ``min_train_nodes`` are replaced by eegrad's choice of n each
+        round (and, with no ``budget``, set the budget); its ``min_available_nodes`` is waited
+        for before the first round.
+    budget : float, optional
         What the whole run may spend, > 0, in ``unit``: the clients' trainings (federated
         evaluation and the server's ``evaluate_fn`` are not charged to it; count what they
-        cost in ``aggregation``, the server's D(n) of a round).
+        cost in ``aggregation``, the server's D(n) of a round). None (default, ``unit=
+        "trainings"``): what your strategy would spend in the run's ``num_rounds``,
+        :math:`\max(\lfloor K f\rfloor, m)` trainings a round of the K nodes connected at the
+        first round (f its ``fraction_train``, m its ``min_train_nodes``), said in the log's
+        first lines.
     unit : str
         What a client's round costs: ``"trainings"`` (default; each reply counts 1, so the
         budget is the number of client trainings), ``"samples"`` (each reply counts the
@@ -51,9 +59,10 @@ def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
     -------
     EEGradStrategy
         Started as your strategy would be (``strategy.start(grid, initial_arrays, num_rounds,
-        ...)``); give a ``num_rounds`` large enough to spend the budget: the run ends before a
-        round it cannot afford, logging why, and ``records`` (or ``csv_path``) say what each
-        round asked and spent.
+        ...)``): the rule splits the budget over the ``num_rounds`` rounds (more clients in
+        the rounds whose noise stays in the final model), ends the run before a round it cannot
+        afford, logging why, and ``records`` (or ``csv_path``) say what each round asked and
+        spent.
 
     Examples
     --------
@@ -64,6 +73,10 @@ def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
     >>> strategy = choose_clients(FedAvg(fraction_evaluate=0.0), budget=200)
     >>> strategy.total_budget, strategy.cost_metric
     (200.0, None)
+    >>> yours = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0))
+    >>> yours.budgeting.spend_of.describe(num_rounds=10, num_nodes=20)
+    '100 client trainings, what FedAvg(fraction_train=0.5, min_train_nodes=2) spends in 10 rounds of 20 nodes (10 a round)'
+
     >>> choose_clients(FedAvg(fraction_evaluate=0.0), budget=50_000, unit="samples").cost_metric
     'num-examples'
     """
@@ -74,7 +87,13 @@ def choose_clients(strategy: Strategy, budget: float, unit: str = "trainings",
             f"(flwr.serverapp.strategy.Strategy, e.g. FedAvg()). Got {type(strategy).__name__} "
             "instead."
         )
-    budget = check_real(budget, "budget", owner, gt=0)
+    if budget is None:
+        if unit != "trainings":
+            raise fail("budget", owner, f"given with unit={unit!r} (your strategy's spend is "
+                       "known before its clients reply only in client trainings)", None)  # fmt: skip
+        budget = FedAvgSpend.of(strategy, owner)
+    else:
+        budget = check_real(budget, "budget", owner, gt=0)
     taken = sorted({"strategy", "total_budget", "budget", "cost_metric"} & set(options))
     if taken:
         raise fail(taken[0], owner, "not given in options (choose_clients sets it from its "

@@ -301,7 +301,7 @@ class SecAggPlusStrategy(LegacyStrategy):
         costs = {int(p.node_id): reply_cost(
             r.metrics, reply_source(p.node_id, rnd["server_round"]),
             cost_metric=s.cost_metric, cost_scale=s.cost_scale,
-            required=s.total_budget is not None) for p, r in results}  # fmt: skip
+            required=s.budget is None) for p, r in results}  # fmt: skip
         fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=means,
                           weights=[float(r.num_examples) for _, r in results], node_costs=costs,
                           clip=self.bounds[CLIP_KEY], norm2_bound=self.bounds[NORM2_BOUND_KEY],

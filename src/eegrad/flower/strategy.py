@@ -376,7 +376,8 @@ class EEGradStrategy(Strategy):
                                      round_cost=round_cost, cost_metric=self.cost_metric,
                                      cost_scale=self.cost_scale, owner=owner)  # fmt: skip
         #: B per round (None with a total budget) and the run's total (None with B per round).
-        self.budget, self.total_budget = self.budgeting.budget, self.budgeting.total
+        self.budget = self.budgeting.budget
+        total_mode = self.budget is None  # a total budget (the run's), not B a round
         self.c_min = self.budgeting.c_min
         #: N of the budget before the nodes are known (None with a total budget: every node).
         self.max_arms = self.budgeting.max_arms
@@ -384,7 +385,7 @@ class EEGradStrategy(Strategy):
         #: When the run steps, a part: every round, or every T rounds (the paper's
         #: Algorithm 1; :mod:`eegrad.flower.schedules`).
         self.schedule = make_schedule(steps, T, owner)
-        self.schedule.check(owner, total_budget=self.total_budget)
+        self.schedule.check(owner, total_budget=True if total_mode else None)
         self.steps, self.T = self.schedule.name, self.schedule.T
         if selector is not None and not isinstance(selector, Selector):
             raise InvalidParameterTypeError(
@@ -460,7 +461,7 @@ class EEGradStrategy(Strategy):
         """The fingerprint of the constructor's arguments (:attr:`fingerprint`)."""
         sel = self._given_selector
         default = self.schedule.default_rule_name(
-            default_rule_name(self.privacy is not None, self.total_budget is not None))
+            default_rule_name(self.privacy is not None, self.budget is None))
         out = {**self.budgeting.fingerprint(), "steps": self.steps, "T": self.T,
                "round_cost": self.round_cost,
                "cost_metric": self.cost_metric, "cost_scale": self.cost_scale,
@@ -496,6 +497,12 @@ class EEGradStrategy(Strategy):
         self.keeping.fresh()  # the run's evaluations' table empty
 
     # -- the run's state, read -----------------------------------------------------------------
+    @property
+    def total_budget(self) -> float | None:
+        """The run's total budget (None with B a round, and, where it is your FedAvg's spend,
+        until the run's first round has settled it)."""
+        return self.budgeting.total
+
     @property
     def records(self) -> list[dict[str, Any]]:
         """One dict per server round (see :data:`RECORD_COLUMNS`)."""
@@ -551,6 +558,7 @@ class EEGradStrategy(Strategy):
         size d (at the first round, or on resume for the saved K and d)."""
         state = self.state
         state.num_nodes, state.dim = int(num_nodes), int(dim)
+        self.budgeting.resolve(self._num_rounds, state.num_nodes)
         N = self.budgeting.arms(state.num_nodes)
         if self.max_arms is not None and state.num_nodes < self.max_arms:
             log(WARNING, "EE-Grad: %d nodes are connected, so a round asks 1 to %d clients, where "
@@ -567,7 +575,7 @@ class EEGradStrategy(Strategy):
         if sel is None:
             sel = self.schedule.default_rule(lambda: default_rule(
                 state.num_nodes, self.spend(N), release_noise=noise,
-                per_cost=self.total_budget is not None))  # fmt: skip
+                per_cost=self.budget is None))  # fmt: skip
         state.rule = RuleDriver(sel, N, T=self.T, dim=state.dim, rng=state.streams.selector)
 
     def summary(self) -> None:
@@ -835,6 +843,7 @@ class EEGradStrategy(Strategy):
         self.columns = self._base_columns + tuple(c for c in columns
                                                   if c not in self._base_columns)  # fmt: skip
         arrays = initial_arrays
+        self._num_rounds = int(num_rounds)  # before a resume sets the rule up for its rounds
         if self.keeping.resumes:
             arrays = self._resume(initial_arrays)
             log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "

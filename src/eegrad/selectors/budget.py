@@ -33,6 +33,20 @@ most clients such a round affords, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m
 (:meth:`~BudgetThompson.last_round_arm`); its cost is a few of the cheapest rounds, where a
 round's gain has fallen to little.
 
+**The rounds left.** Where the run's rounds are a limit too (Flower's ``num_rounds``: the outlook's
+``rounds_left``) and the budget left affords more than the cheapest round in each of them, the
+rounds, not the budget, bind: the rate would leave the budget unspent at the last round. The
+rule then splits the budget left over the rounds left for the least noise in the final model
+(:func:`~eegrad.selectors.plan.plan_rounds`: round j's noise reaches the end shrunk by
+:math:`\rho^{h-j}`, so that a round's n grows towards the end the more each round forgets of
+the last, and is even, your FedAvg's B/h, where nothing is forgotten), and asks the plan's first
+n; it plans again each round with what the round cost and showed. :math:`\rho = (1-\hat a)^2`
+is what of a round's deviation the next keeps, fitted from the persistence of consecutive round
+means and the rounds' own noise (:meth:`~eegrad.selectors.progress.ProgressFit.kept`); the noise
+of every n is the fitted one at equal weights. Until the noise is fitted (a fit whose n = 1 is
+noisier than its largest n) it plans with :math:`v_n \propto 1/n - 1/K`, and until
+:math:`\hat a` is, with :math:`\rho = 1` (the even split).
+
 **Choice.** Three warm-up rounds of two clients (the arms share one per-client update, so any
 round's spread informs them all), then the n of the largest rate at the fitted noise (not a
 draw: with equal weights the noise's split between clients and their samples is not
@@ -46,8 +60,15 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InvalidParameterTypeError, check_array, check_real, fail
+from .._validation import (
+    InvalidParameterTypeError,
+    check_array,
+    check_integer,
+    check_real,
+    fail,
+)
 from .evidence import Outlook
+from .plan import plan_rounds
 from .progress import ProgressFit
 from .registry import register_rule
 from .spread import leading_arms
@@ -93,9 +114,9 @@ class BudgetThompson(ProgressFit):
     array([1])
     """
 
-    #: The round's spread, signal and local steps; before an ask, every n's expected cost and
-    #: the budget left.
-    reads = frozenset({*ProgressFit.reads, "costs", "budget_left"})
+    #: The round's spread, signal and local steps; before an ask, every n's expected cost, the
+    #: budget left and (where the run has a last round) the rounds left.
+    reads = frozenset({*ProgressFit.reads, "costs", "budget_left", "rounds_left"})
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
@@ -124,6 +145,7 @@ class BudgetThompson(ProgressFit):
         super().init(R, N, d, truth, streams)
         self._costs = None  # the expected cost of a round of every arm (the outlook)
         self._budget_left = None  # what the run has left to spend (the outlook)
+        self._rounds_left = None  # the rounds the run has left (the outlook; None: no limit)
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
         """Take every n's expected cost :math:`c_n > 0`, shape (N,), and what the run has left
@@ -136,6 +158,40 @@ class BudgetThompson(ProgressFit):
         self._costs = c.copy()
         self._budget_left = None if outlook.budget_left is None else check_real(
             outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
+        self._rounds_left = None if outlook.rounds_left is None else check_integer(
+            outlook.rounds_left, "rounds_left", owner, ge=1)  # fmt: skip
+
+    def rounds_bind(self) -> bool:
+        """Whether the rounds left, not the budget, end the run: the budget left affords more
+        than the cheapest round in each of them (the module's notes, *The rounds left*)."""
+        if self._rounds_left is None or not self._told():
+            return False
+        return self._rounds_left * float(self._costs.min()) < self._budget_left
+
+    def plan_contraction(self) -> float:
+        r""":math:`\rho = (1-\hat a)^2`, what of a round's noise each later round keeps
+        (:meth:`~eegrad.selectors.progress.ProgressFit.kept`), for the first realization; 1
+        until it is fitted (the even split), and at least a thousandth (a plan of all in one
+        round is no plan)."""
+        keep = float(self.kept()[0])
+        return 1.0 if not np.isfinite(keep) else max(keep * keep, 1e-3)
+
+    def planned_arms(self) -> np.ndarray:
+        r"""The split of the budget left over the rounds left (:func:`~eegrad.selectors.plan.
+        plan_rounds`), the next round first, for the first realization, with the fitted noise
+        of every n at equal weights; where the noise or the contraction is not yet fitted, :math:`v_n \propto 1/n - 1/K` and :math:`\rho = 1`."""
+        N = self._shape[1]
+        n = np.arange(1, N + 1, dtype=np.float64)
+        # the fitted noise with every arm's weights equal: the arms alike (a pull's own
+        # unequal weights would make the arms pulled look noisier than the others)
+        noise = self._with_release(self._arm_scale() * np.einsum(
+            "rnk,rk->rn", self.equal_coefficients(), self.admissible(self.fit()[0])))[0]
+        if not (np.all(np.isfinite(noise)) and noise[0] > noise[-1]):  # no fit that tells n apart
+            K = float(self.population) if self.population is not None else float(N)
+            noise = 1.0 / n - 1.0 / max(K, float(N))
+        rho = self.plan_contraction()
+        return plan_rounds(self._costs, np.maximum(noise, 0.0), rho, self._rounds_left,
+                           self._budget_left)  # fmt: skip
 
     def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""The total-budget objectives' quadratic, one round of each arm: the excess's
@@ -205,6 +261,18 @@ class BudgetThompson(ProgressFit):
         """The run's last round, the warm-up, or the arms of most fitted decrease per unit of
         cost, with the loss's fitted contraction a round."""
         N = self._shape[1]
+        if self.rounds_bind():
+            plan = self.planned_arms() + 1
+            shown = (", ".join(str(k) for k in plan) if plan.size <= 8 else
+                     f"{', '.join(str(k) for k in plan[:4])}, …, "
+                     f"{', '.join(str(k) for k in plan[-3:])}")  # fmt: skip
+            keep = float(self.kept()[0])
+            why = ("what a round's noise the next keeps not yet fitted: an even split"
+                   if not np.isfinite(keep) else f"each round keeps ρ = "
+                   f"{self.plan_contraction():.3g} of the last one's noise")  # fmt: skip
+            return (f"the budget left, {self._budget_left:.4g}, split over the "
+                    f"{self._rounds_left} rounds left for the least noise at the end: n = "
+                    f"{shown} ({why})")
         if (last := self._ending_arm()) is not None:
             return (f"the run's last round: the most clients the budget left affords "
                     f"(n = {last + 1}), its noise stays in the final model")
@@ -226,6 +294,8 @@ class BudgetThompson(ProgressFit):
 
     def _select(self, t: int) -> np.ndarray:
         R, N = self._shape[:2]
+        if self.rounds_bind():  # the rounds left bind: the plan's next round
+            return np.full(R, int(self.planned_arms()[0]), dtype=np.int64)
         if (last := self._ending_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)

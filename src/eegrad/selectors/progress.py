@@ -151,6 +151,7 @@ _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
 _CONTRACTION_MEMORY = 0.97  # weight per round of age of the smoothed log-level
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
+_KEEP_PRIOR_PAIRS = 10.0  # pairs of rounds at "nothing forgotten" that kept() is shrunk with
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
 #: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
@@ -253,6 +254,11 @@ class ProgressFit(SpreadThompson):
         self._persist_zz = np.zeros(R)  # Σ w ẑ², for the fit's residual variance
         self._persist_pairs = np.zeros(R)  # Σ 1 over the pairs told (discounted)
         self._last = None  # (x, v) of the last round told a signal
+        self._last_round = None  # (‖ū‖², its own noise) of the last round told a signal
+        self._keep_num = np.zeros(R)  # Σ (ū_{t+1}·ū_t + v_t), discounted
+        self._keep_den = np.zeros(R)  # Σ ‖ū_t‖², discounted
+        self._keep_weight = np.zeros(R)  # Σ 1, discounted (the pairs' evidence)
+        self._keep_pairs = np.zeros(R)  # the pairs told (not discounted)
         # The signal level's contraction per round: its smoothed log-level and the discounted
         # mean of that one's changes.
         self._log_level = np.full(R, np.nan)
@@ -358,6 +364,47 @@ class ProgressFit(SpreadThompson):
             self._persist_zz += w * zhat * zhat
             self._persist_pairs += ok
         self._last = (x, v)
+        self._note_kept(y, v_round, p)
+
+    def _note_kept(self, y: np.ndarray, v_round: np.ndarray, p: np.ndarray | None) -> None:
+        r"""Fold the pair of this round and the last into the fit of :meth:`kept`: with
+        ``p`` :math:`= \bar u_{t+1}\cdot\bar u_t`, the last round's :math:`\|\bar u_t\|^2`
+        and its own noise :math:`v_t` (this round's ``y`` and ``v_round`` are kept for the
+        next pair)."""
+        last, self._last_round = self._last_round, (y, v_round)
+        if p is None or last is None:
+            return
+        y0, v0 = last
+        ok = np.isfinite(p) & np.isfinite(v0) & (y0 > 0)
+        lam = self.discount
+        self._keep_num = np.where(ok, lam * self._keep_num + np.where(ok, p + v0, 0.0),
+                                  self._keep_num)  # fmt: skip
+        self._keep_den = np.where(ok, lam * self._keep_den + np.where(ok, y0, 0.0),
+                                  self._keep_den)  # fmt: skip
+        self._keep_weight = np.where(ok, lam * self._keep_weight + 1.0, self._keep_weight)
+        self._keep_pairs += ok
+
+    def kept(self) -> np.ndarray:
+        r""":math:`1 - \hat a`, shape (R,): the fraction of a round's deviation from the
+        optimum that the next round keeps, in [0, 1] (NaN until :data:`_CONTRACTION_ROUNDS`
+        pairs of consecutive rounds are told). On a quadratic whose rounds step
+        :math:`\bar u_t = a\delta_t - \xi_t` (δ the deviation, ξ the round's noise, of
+        variance :math:`v_t`), :math:`\delta_{t+1} = (1-a)\delta_t + \xi_t` and
+
+        .. math::
+
+            \mathbb E\,[\bar u_{t+1}\cdot\bar u_t] = (1 - a)\,\mathbb E\|\bar u_t\|^2 - v_t,
+
+        so that :math:`1 - a` is estimated by :math:`\sum(\bar u_{t+1}\cdot\bar u_t + v_t) /
+        \sum\|\bar u_t\|^2` over the pairs (discounted by ``discount`` a round), with
+        :math:`v_t` the round's own noise from its spread, shrunk towards 1 (nothing forgotten)
+        as if :data:`_KEEP_PRIOR_PAIRS` pairs had shown 1: a few noisy pairs do not swing it.
+        A round's noise reaches the run's end h rounds later shrunk by :math:`(1-a)^{2h}`."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_y = self._keep_den / self._keep_weight  # a pair's ‖ū_t‖², on average
+            prior = _KEEP_PRIOR_PAIRS * mean_y
+            keep = np.clip((self._keep_num + prior) / (self._keep_den + prior), 0.0, 1.0)
+        return np.where(self._keep_pairs >= _CONTRACTION_ROUNDS, keep, np.nan)
 
     def _track_contraction(self) -> None:
         """Fold the round's signal level into the smoothed log-level (memory
@@ -494,6 +541,7 @@ class ProgressFit(SpreadThompson):
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
         next round's persistence is not paired with the last one."""
         self._last = None
+        self._last_round = None
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
                            coef: np.ndarray, line: np.ndarray,

@@ -365,6 +365,14 @@ class SpreadThompson(Selector):
     def coefficients(self) -> np.ndarray:
         """Each arm's (Σp² − 1/K, Σp²/ω[, Σp²/ω²]), shape (R, N, k): the mean over its pulls,
         or the prediction with equal weights for arms never pulled."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            seen = self._coef / self._pulls[:, :, None]
+        return np.where(self._pulls[:, :, None] > 0, seen, self.equal_coefficients())
+
+    def equal_coefficients(self) -> np.ndarray:
+        """Every arm's coefficients as predicted with equal weights, shape (R, N, k), pulled
+        or not: the arms alike, for comparing them all (the weights a pull happened to have
+        aside)."""
         N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
         c1, cs, css, cw, csw = (self._line[:, i] for i in range(5))
@@ -376,11 +384,8 @@ class SpreadThompson(Selector):
         omega = np.maximum(a[:, None] + b[:, None] * self._spend[None, :], 1.0)  # (R, N)
         # Arm n with n equal weights ω_n: rows padded with absent parts (weight 0).
         equal = np.where(np.arange(N)[None, :] < n[:, None], 1.0, 0.0)  # (N, N)
-        predicted = variance_coefficients(omega[:, :, None] * equal, self.population,
-                                          self.noise_order)  # fmt: skip
-        with np.errstate(invalid="ignore", divide="ignore"):
-            seen = self._coef / self._pulls[:, :, None]
-        return np.where(self._pulls[:, :, None] > 0, seen, predicted)
+        return variance_coefficients(omega[:, :, None] * equal, self.population,
+                                     self.noise_order)  # fmt: skip
 
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
