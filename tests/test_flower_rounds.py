@@ -134,3 +134,21 @@ def test_a_resumed_run_keeps_its_budget(tmp_path):
     _run(again, 8)
     assert again.total_budget == whole.total_budget == 80.0
     assert [r["arm"] for r in again.records] == [r["arm"] for r in whole.records]
+
+
+def test_a_unit_the_replies_lack_names_their_metrics_and_the_fix_choose_clients_takes():
+    """unit="seconds" where the clients report num-examples only: the error lists the metrics
+    they carry and suggests unit='samples', which choose_clients then takes and runs."""
+    with pytest.raises(InvalidParameterError, match=r"no 'seconds' metric.*\['num-examples'\]"
+                                                    r".*unit='samples'"):  # fmt: skip
+        _run(choose_clients(FedAvg(fraction_evaluate=0.0), budget=3200, unit="seconds"), 5)
+    fixed = choose_clients(FedAvg(fraction_evaluate=0.0), budget=3200, unit="samples")
+    _run(fixed, 5)
+    assert fixed.records[-1]["cost"] > 0
+
+
+def test_the_banner_says_the_wrapped_fraction_is_replaced(caplog):
+    strategy = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0))
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        _run(strategy, 1)
+    assert "fraction_train = 0.5, min_train_nodes = 2: replaced by eegrad's n" in caplog.text

@@ -210,6 +210,11 @@ class InnerStrategy:
         """Log it, and its own summary."""
         log(INFO, "\t└──> Inner strategy: %s (%s aggregate)", type(self.strategy).__name__,
             self.kind)  # fmt: skip
+        sampled = [f"{k} = {getattr(self.strategy, k)!r}" for k in ("fraction_train",
+                   "min_train_nodes") if hasattr(self.strategy, k)]  # fmt: skip
+        if sampled:
+            log(INFO, "\t    its %s: replaced by eegrad's n each round (its Sampling below is "
+                "not used to train)", ", ".join(sampled))  # fmt: skip
         self.strategy.summary()
 
     def train_messages(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,

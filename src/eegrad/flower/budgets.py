@@ -358,10 +358,13 @@ class TotalBudget:
 
     def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
         """What the rule is told before it asks: every n's expected cost (where it reads
-        them), the budget left and the rounds left of ``num_rounds``, this one included."""
+        them and they are known: a client has reported one, or each reply costs
+        ``cost_scale``, or ``c_min`` is given), the budget left and the rounds left of
+        ``num_rounds``, this one included."""
         rule = state.rule
+        known = self.cost_metric is None or bool(state.client_costs) or self.c_min > 0
         costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
-                 if "costs" in rule.selector.reads else None)  # fmt: skip
+                 if "costs" in rule.selector.reads and known else None)  # fmt: skip
         rounds_left = None if num_rounds is None else max(1, num_rounds - server_round + 1)
         return Outlook(costs=costs, budget_left=self.total - state.cost, rounds_left=rounds_left)
 

@@ -145,9 +145,12 @@ def reply_cost(metrics: Any, where: str, *, cost_metric: str | None = "cost",
     if cost_metric not in metrics:
         if required:
             carried = sorted(metrics.keys())
-            hint = ("cost_metric='num-examples' (with cost_scale the cost of one sample) counts "
-                    "the samples each client trained on" if "num-examples" in carried else
-                    f"cost_metric= one of {carried}")  # fmt: skip
+            hint = ("choose_clients(..., unit='samples') (EEGradStrategy's cost_metric="
+                    "'num-examples', with cost_scale the cost of one sample) counts the samples "
+                    "each client trained on" if "num-examples" in carried else
+                    f"choose_clients(..., unit=) (EEGradStrategy's cost_metric=) one of "
+                    f"{carried}, or unit='trainings' (cost_metric=None): each reply counts "
+                    "one")  # fmt: skip
             raise ClientUpdateError(
                 f"The reply of {where} has no {cost_metric!r} metric: with a total budget every "
                 f"client reports what its training cost (cost_metric={cost_metric!r}). Its "

@@ -172,9 +172,10 @@ _LOGGER = logging.getLogger("flwr")
 
 
 def _log_final_results(result: Result, why: str) -> None:
-    """Log why the run ended early and its final results, as Flower's ``start`` closes a run."""
+    """Log why the run ended before its rounds (once) and its final results, as Flower's
+    ``start`` closes a run."""
     log(INFO, "")
-    log(INFO, "EE-Grad: the run ended early: %s", why)
+    log(INFO, "EE-Grad: %s", why)
     log(INFO, "")
     log(INFO, "Final results:")
     log(INFO, "")
@@ -487,6 +488,8 @@ class EEGradStrategy(Strategy):
         self._round: dict[str, Any] | None = None
         self._first_round = True  # the run's first round (a resumed run's) waits for nodes
         self._fewer = False  # fewer nodes than min_available_nodes said once
+        self._spent: BudgetSpent | None = None  # the next round unaffordable (finish_round)
+        self._evaluates = False  # start() was given an evaluate_fn
         self._more = False  # more nodes than the rule's K said once
         self._nodes_connected: int | None = None  # at the pending round's configure_train
         self._timeout: float | None = None  # Flower's round timeout, in seconds (start)
@@ -665,6 +668,20 @@ class EEGradStrategy(Strategy):
         self._nodes_connected = len(nodes)
         return nodes
 
+    def _next_unaffordable(self, server_round: int) -> BudgetSpent | None:
+        """After a round is charged: why the budget left cannot afford the next round (the
+        run then ends after this round's evaluation, with no header of a round that never
+        runs), or None (the next can run, or this was the run's last)."""
+        rule = self.state.rule
+        if rule is None or (self._num_rounds is not None and server_round >= self._num_rounds):
+            return None
+        least = min(self._min_clients, rule.N)
+        try:
+            self.budgeting.at_most(self.state, rule.N, least, server_round + 1)
+        except BudgetSpent as stop:
+            return stop
+        return None
+
     def _round_timeout(self, timeout: float | None) -> float | None:
         """The pending round's wait for its replies (its budget's cap on Flower's ``timeout``:
         :meth:`~eegrad.flower.budgets.TotalBudget.round_timeout`)."""
@@ -766,6 +783,7 @@ class EEGradStrategy(Strategy):
             step = 1
         del fold, kept  # nothing of the round is kept past its use
         state.cost += self.budgeting.charge(used)
+        self._spent = self._next_unaffordable(server_round)
         row = {"server_round": server_round, "step": state.steps_taken if step else "",
                "arm": n, "clients_asked": len(rnd["nodes"]), "clients_replied": replied,
                "failed_nodes": " ".join(str(f) for f in sorted(failed)),
@@ -877,6 +895,7 @@ class EEGradStrategy(Strategy):
             check_real(timeout, "timeout", "EEGradStrategy.start", gt=0)
         arrays = self.begin_run(initial_arrays, num_rounds)
         self._timeout = None if timeout is None else float(timeout)
+        self._evaluates = evaluate_fn is not None
         offset = self.rounds_done
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": {}}  # fmt: skip
@@ -894,6 +913,8 @@ class EEGradStrategy(Strategy):
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
                     self.keeping.evaluations.add(rnd + offset, self.state.cost, "server", out)
+                if rnd > 0 and self._spent is not None:  # the round's model is evaluated: end
+                    raise self._spent
                 return out
 
             try:
@@ -903,13 +924,12 @@ class EEGradStrategy(Strategy):
                                        train_config, evaluate_config,
                                        None if evaluate_fn is None else evaluate)  # fmt: skip
             except STOPS as stop:
-                log(INFO, "EE-Grad: %s budget reached. %s", "privacy" if isinstance(
-                    stop, PrivacyBudgetExhausted) else "total", stop)  # fmt: skip
                 result = Result()  # what the rounds run released, as Flower's start returns it
                 result.arrays = self._latest
                 for name, table in seen.items():
                     setattr(result, name, {rnd - offset: m for rnd, m in table.items()})
-                self.stopped = str(stop)
+                self.stopped = ("the privacy budget is spent: " if isinstance(
+                    stop, PrivacyBudgetExhausted) else "the budget is spent: ") + str(stop)
             except BaseException as exc:  # Ctrl-C, a failed round: say what is kept, and go
                 self._log_interrupted(exc)
                 raise
@@ -925,8 +945,26 @@ class EEGradStrategy(Strategy):
         result.train_metrics_clientapp = dict(sorted(result.train_metrics_clientapp.items()))
         if self.stopped is not None:  # Flower's closing summary, which its loop never reached
             _log_final_results(result, self.stopped)
+        else:
+            self._say_budget_left()
         self.end_run()
         return result
+
+    def _say_budget_left(self) -> None:
+        """At a run's end by its rounds, with a total budget: what of it is left, and why."""
+        total, records = self.budgeting.total, self.state.records
+        if total is None or not records:
+            return
+        left = total - self.state.cost
+        if left <= 1e-9 * total:
+            return
+        last = records[-1]
+        why = ("its last round asked every node connected: the rounds could spend no more"
+               if last["arm"] >= (last["nodes_connected"] or 0) else
+               "no split of it over the rounds left lowered the final model's noise: the "
+               "rule's plan kept it")  # fmt: skip
+        log(INFO, "EE-Grad: the run's %d rounds are done with %.4g of the budget %g left (%s)",
+            self.state.server_round, left, total, why)  # fmt: skip
 
     def _log_interrupted(self, exc: BaseException) -> None:
         """Log why a run stopped before its end and what it keeps (records, checkpoint)."""
@@ -956,4 +994,6 @@ class EEGradStrategy(Strategy):
         if out is not None:
             self._evaluated[server_round] = out
             self.keeping.evaluations.add(server_round, self.state.cost, "clients", out)
+        if self._spent is not None and not self._evaluates:  # no server evaluation to wait for
+            raise self._spent
         return out
