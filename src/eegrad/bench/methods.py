@@ -1,11 +1,14 @@
 r"""The benchmark's methods besides eegrad's default, each a rule or a Flower strategy.
 
-``fedavg-<n>``   Flower's ``FedAvg`` at n clients a round (:class:`~eegrad.FixedArm` inside
-                 :class:`~eegrad.flower.EEGradStrategy`, which only counts the budget), its
-                 clients' learning rate tuned for that n
-``guess``        the same at the n a practitioner would guess, 10 % of K (:func:`guess_n`)
+``guess``        your FedAvg: Flower's ``FedAvg`` at the n a practitioner would guess, 10 % of K
+                 (:func:`guess_n`), for the R rounds whose spend is the budget
+``fedavg-<n>``   the same at every n below the guess (their rounds spend less), each n's
+                 clients' learning rate tuned for it (:class:`~eegrad.FixedArm` inside
+                 :class:`~eegrad.flower.EEGradStrategy`, which only counts the budget)
+``fedavg-<n>-last``  the same, its last round asking the most clients the budget left affords,
+                 the default's ending (:class:`FixedThenLast`)
 ``grow``         growing cohorts (Charles et al., NeurIPS 2021): n doubles at each quarter of
-                 the budget spent, g/4, g/2, g, 2g for the guess g (:class:`BudgetSchedule`)
+                 the rounds, g/4, g/2, g, 2g for the guess g (:class:`BudgetSchedule`)
 ``decay``        decaying n (Ji et al., arXiv 2003.09603): the same phases reversed
 ``noise-scale``  n from the gradient noise scale (McCandlish et al., arXiv 1812.06162), read off
                  the spread as eegrad's default reads it: the critical number of clients
@@ -14,9 +17,10 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
 ``isp``          ISP (Skorik et al., arXiv 2508.13803; its public code), re-implemented as a
                  Flower strategy (:func:`make_isp`), its probes and validation charged
 
-Every method runs until the same total budget is spent, by the same accounting: a round costs
-its clients' reported costs plus D(n), and ends before a round it cannot afford were its
-clients as costly as the costliest seen.
+Every method runs the same R rounds (those of your FedAvg) within the same total budget, by the
+same accounting: a round costs its clients' reported costs plus D(n), and a run ends at its R-th
+round or before a round it cannot afford were its clients as costly as the costliest seen (a
+fixed n then asks fewer clients in its last rounds, as the budget left affords).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from ..selectors.budget import BudgetThompson
 from ..selectors.evidence import OPTIONAL, Outlook
 from ..selectors.progress import ProgressThompson
 
-__all__ = ["PHASES", "BudgetSchedule", "NoiseScaleRule", "ema", "guess_n", "isp_choice",
-           "make_isp", "phase_counts"]  # fmt: skip
+__all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "NoiseScaleRule", "ema", "guess_n",
+           "isp_choice", "make_isp", "phase_counts"]  # fmt: skip
 
 #: The budget's phases of ``grow`` and ``decay``: n changes at each quarter spent.
 PHASES = 4
@@ -58,9 +62,8 @@ def phase_counts(K: int, N: int, kind: str) -> list[int]:
 
 
 class BudgetSchedule(Selector):
-    """n by the share of the budget spent: phase j = ⌊4 · spent / total⌋ asks ``counts[j]``;
-    told before every round the budget left (a total budget, as the strategy tells a rule
-    that weighs costs) or the rounds left (B a round: the share of the rounds run).
+    """n by the share of the rounds run: phase j = ⌊4 · run / total⌋ asks ``counts[j]``; told
+    before every round the rounds left (or, in a run with no last round, the budget left).
 
     Parameters
     ----------
@@ -87,9 +90,10 @@ class BudgetSchedule(Selector):
         return {"counts": list(self.phase_n)}
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
-        """Keep the budget left (the first told is the total), or where the run has B a round
-        the rounds left, this one included: the round r of R has spent (r − 1)/R."""
-        left = outlook.budget_left if outlook.budget_left is not None else outlook.rounds_left
+        """Keep the rounds left, this one included (the round r of R has run (r − 1)/R of
+        them), or where the run has no last round the budget left (the first told is the
+        total)."""
+        left = outlook.rounds_left if outlook.rounds_left is not None else outlook.budget_left
         if left is not None:
             self.left = float(left)
             self.total = self.left if self.total is None else self.total
@@ -103,6 +107,43 @@ class BudgetSchedule(Selector):
     def _select(self, t: int) -> np.ndarray:
         arm = min(self.phase_n[self.phase()], self._shape[1]) - 1
         return np.full(self._shape[0], arm, dtype=np.int64)
+
+
+class FixedThenLast(Selector):
+    """n clients every round but the run's last, which asks the most clients the budget left
+    affords: the ending of eegrad's default, given to a fixed n.
+
+    Parameters
+    ----------
+    n : int
+        The clients of every round but the last, >= 1.
+    """
+
+    uses_statistics = False
+    #: Before each ask, every n's expected cost, the budget left and the rounds left.
+    reads = frozenset({"mean", "costs", "budget_left", "rounds_left"})
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = check_integer(n, "n", "FixedThenLast", ge=1)
+        self.outlook: Outlook | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        """``{'n': n}``."""
+        return {"n": self.n}
+
+    def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        self.outlook = outlook
+
+    def _select(self, t: int) -> np.ndarray:
+        R, N = self._shape[:2]
+        arm = min(self.n, N) - 1
+        o = self.outlook
+        if o is not None and o.rounds_left == 1 and o.costs is not None and \
+                o.budget_left is not None:  # fmt: skip
+            fits = np.flatnonzero(np.asarray(o.costs) <= o.budget_left)
+            arm = int(fits.max()) if fits.size else arm
+        return np.full(R, arm, dtype=np.int64)
 
 
 class _NoiseScale:
@@ -127,8 +168,13 @@ class _NoiseScale:
 
 class NoiseScaleRule(_NoiseScale, BudgetThompson):
     """eegrad's default rule of a total budget with its objective replaced by the gradient
-    noise scale: the same fits and warm-up, then the n nearest :math:`n^*`; the run's last
-    round as the default's. An ablation: the same fitted signal, another use."""
+    noise scale: the same fits and warm-up, then the n nearest :math:`n^*` every round (no
+    split of the budget over the rounds); the run's last round as the default's. An ablation:
+    the same fitted signal, another use."""
+
+    def rounds_bind(self) -> bool:
+        """Never: the noise scale chooses every round's n itself."""
+        return False
 
 
 class NoiseScaleRoundRule(_NoiseScale, ProgressThompson):
@@ -167,7 +213,7 @@ class _Spent(Exception):
 def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
              cost_scale: float, round_cost: str, validate: Any, validation_cost: float,
              m0: int, seed: int, warmup: int = 12, every: int = 20, draws: int = 10,
-             momentum: float = 0.5, span: int = 5) -> Any:  # fmt: skip
+             momentum: float = 0.5, span: int = 20) -> Any:  # fmt: skip
     """ISP on Flower's ``FedAvg`` (a subclass made here, so that importing this module needs no
     Flower), with the benchmark's total-budget accounting. ``validate(w_arrays) -> loss`` is the
     server's validation loss of a model (its ArrayRecord); each call costs ``validation_cost``.

@@ -1,7 +1,8 @@
 """One run of the benchmark, the store of finished runs, and the plan of a whole benchmark.
 
 A run is one (setting, method, seed, client learning rate): a Flower federation on an
-in-process grid (:class:`~eegrad.flower.LocalGrid`) until its total budget is spent, evaluated
+in-process grid (:class:`~eegrad.flower.LocalGrid`) for the setting's R rounds (your FedAvg's:
+the guessed n for R rounds spends the budget) within its total budget, evaluated
 each time another 1/:data:`EVALUATIONS` of the budget is spent and once more on the model the
 run delivers. Every finished run is saved under ``DIR/runs/`` with a ``.run`` description of
 what made it (:func:`describe`); an interrupted benchmark rerun with the same command takes a
@@ -28,6 +29,7 @@ from ..results import atomic_write_bytes, write_table
 from .data import Dataset, load, partition
 from .methods import (
     BudgetSchedule,
+    FixedThenLast,
     NoiseScaleRoundRule,
     NoiseScaleRule,
     guess_n,
@@ -59,7 +61,7 @@ VALIDATION_ROWS = 100
 #: sample: a forward pass of the three (forward, backward, update) of training.
 SERVER_EVAL_SHARE = 1.0 / 3.0
 #: Bumped when what a run computes changes: saved runs of another revision are run again.
-REVISION = 2
+REVISION = 3
 
 
 @dataclass
@@ -75,7 +77,8 @@ class Federation:
     #: The run's total budget; with a per-round budget (``mode="round"``), B.
     budget: float
     aggregation: LinearAggregation
-    #: The rounds of a per-round budget's run (equal rounds, equal cost; quick or not).
+    #: R, the rounds of every method's run: those whose spend at the guessed n is the budget
+    #: (your FedAvg's rounds; quick or not).
     rounds: int
     seconds: dict[int, list[float]] = field(default_factory=dict)
 
@@ -137,19 +140,27 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     return Federation(s, seed, data, clients, model, speed, budget, aggregation, rounds)
 
 
-def fixed_counts(K: int, quick: bool = False) -> list[int]:
-    """The fixed n run: about 7 on a geometric grid over 1..K (4 with ``quick``), and the
-    guess."""
+def fixed_counts(K: int, quick: bool = False, per_round: bool = False) -> list[int]:
+    """The fixed n run: those of a geometric grid over 1..K (7 points, 4 with ``quick``)
+    below the guess, the n whose R rounds spend a total budget (a larger n cannot last R
+    rounds; the guess itself is ``guess``, your FedAvg); with B a round (``per_round``), where
+    every n spends B a round, the whole grid and the guess."""
+    g = guess_n(K)
     grid = {round(x) for x in np.geomspace(1, K, 4 if quick else 7)}
-    return sorted(grid | {guess_n(K)})
+    if per_round:
+        return sorted(grid | {g})
+    return sorted(n for n in grid if n < g)
 
 
 def methods_of(setting: str, quick: bool = False) -> list[str]:
-    """The methods a setting runs: each fixed n, then :data:`METHODS` (ISP, which learns n
-    from a total budget's probes, not under B a round)."""
+    """The methods a setting runs: each fixed n and, under a total budget, each with the
+    default's last round, then :data:`METHODS` (ISP, which learns n from a total budget's
+    probes, not under B a round)."""
     s = SETTINGS[setting]
     others = [m for m in METHODS if not (m == "isp" and s.mode == "round")]
-    return [*(f"fedavg-{n}" for n in fixed_counts(s.K, quick)), *others]
+    counts = fixed_counts(s.K, quick, per_round=s.mode == "round")
+    last = [] if s.mode == "round" else [f"fedavg-{n}-last" for n in counts]
+    return [*(f"fedavg-{n}" for n in counts), *last, *others]
 
 
 def check_method(method: str, setting: str, quick: bool = False) -> str:
@@ -221,7 +232,9 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
         N = min(fed.K, feasible_arms(budget["c_min"], fed.aggregation, fed.budget)[0])
     else:
         budget, N = {"total_budget": fed.budget}, fed.K
-    if method.startswith("fedavg-") or method == "guess":
+    if method.endswith("-last"):
+        selector = FixedThenLast(min(N, int(method.removeprefix("fedavg-").removesuffix("-last"))))
+    elif method.startswith("fedavg-") or method == "guess":
         selector = FixedArm(min(N, int(method.removeprefix("fedavg-")) if method != "guess"
                                 else guess_n(fed.K)))  # fmt: skip
     elif method in ("grow", "decay"):
@@ -262,8 +275,6 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
                 "seed": seed, "round": rnd, "cost": cost, "wall_clock": fed.wall_clock(rnd),
                 "train_loss": loss, "test_accuracy": acc}  # fmt: skip
 
-    per_round = s.mode == "round"
-
     def evaluate(server_round: int, arrays: Any) -> None:
         cost = strategy.state.cost
         if server_round == 0 or cost >= mark["next"] - 1e-9:
@@ -274,7 +285,7 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
 
     w0 = ArrayRecord({"w": Array(fed.model.initial(seed))})
     result = strategy.start(grid=LocalGrid(_client_app(fed), fed.K), initial_arrays=w0,
-                            num_rounds=fed.rounds if per_round else 100_000, train_config=ConfigRecord({"lr": float(lr)}),
+                            num_rounds=fed.rounds, train_config=ConfigRecord({"lr": float(lr)}),
                             evaluate_fn=evaluate)  # fmt: skip
     records = strategy.records
     last = records[-1]["server_round"] if records else 0

@@ -151,7 +151,7 @@ _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
 _CONTRACTION_MEMORY = 0.97  # weight per round of age of the smoothed log-level
 _CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
-_KEEP_PRIOR_PAIRS = 10.0  # pairs of rounds at "nothing forgotten" that kept() is shrunk with
+_KEEP_PRIOR_PAIRS = 3.0  # pairs of rounds at "nothing forgotten" that kept() is shrunk with
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
 #: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
