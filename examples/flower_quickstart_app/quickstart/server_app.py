@@ -15,6 +15,7 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Main entry point for the ServerApp."""
+    fraction_train: float = context.run_config["fraction-train"]
     fraction_evaluate: float = context.run_config["fraction-evaluate"]
     num_rounds: int = context.run_config["num-server-rounds"]
     lr: float = context.run_config["lr"]
@@ -23,9 +24,10 @@ def main(grid: Grid, context: Context) -> None:
     global_model = Net()
     arrays = ArrayRecord(global_model.state_dict())
 
-    # Initialize the strategy: eegrad chooses n within the budget (eegrad)
-    strategy = choose_clients(FedAvg(fraction_evaluate=fraction_evaluate),
-                              budget=context.run_config["budget"],
+    # Initialize the strategy: eegrad chooses n, by default within what FedAvg spends (eegrad)
+    strategy = choose_clients(FedAvg(fraction_train=fraction_train,
+                                     fraction_evaluate=fraction_evaluate),
+                              budget=context.run_config["budget"] or None,
                               csv_path=context.run_config["csv-path"] or None)
 
     # Start strategy, run FedAvg for `num_rounds`

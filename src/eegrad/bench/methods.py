@@ -15,7 +15,11 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
                  :math:`n^* = v_1 / s_1`, one client's update variance over the squared norm of
                  its mean (:class:`NoiseScaleRule`; warm-up and last round as the default's)
 ``isp``          ISP (Skorik et al., arXiv 2508.13803; its public code), re-implemented as a
-                 Flower strategy (:func:`make_isp`), its probes and validation charged
+                 Flower strategy (:func:`make_isp`): its probe rounds charged as any round, its
+                 trust set the clients' validation splits pooled (a tenth of each client's
+                 rows, left in its training data too), its server evaluations not charged (no
+                 method's server computation is); its code's warm-up (12 rounds at 2m,
+                 made for runs of 150 to 2,000 rounds) and EMA span (20) as they are
 
 Every method runs the same R rounds (those of your FedAvg) within the same total budget, by the
 same accounting: a round costs its clients' reported costs plus D(n), and a run ends at its R-th

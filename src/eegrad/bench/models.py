@@ -3,6 +3,7 @@ r"""The benchmark's models, in NumPy, on one flat parameter vector w.
 ``softmax``  multinomial logistic regression, :math:`p(y=c|x) \propto \exp(x^\top W_c + b_c)`
 ``mlp``      one hidden layer of 64 ReLU units, then softmax
 ``cnn1d``    a small 1-D CNN in PyTorch, for MNIST-1D (:class:`CNN1d`)
+``charcnn``  a small character CNN in PyTorch, for next-character prediction (:class:`CharCNN`)
 
 Both minimise the mean cross-entropy plus :math:`(\lambda/2)\lVert w\rVert^2`, λ = 1e-4. A
 client trains as Flower's quickstarts do (:func:`local_train`): E epochs over its own rows in
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "CNN1d", "Model", "local_train", "make_model"]
+__all__ = ["MODELS", "CNN1d", "CharCNN", "Model", "local_train", "make_model"]
 
 REG = 1e-4
 HIDDEN = 64
@@ -107,7 +108,7 @@ class Model:
 
 
 #: The model kinds.
-MODELS = ("softmax", "mlp", "cnn1d")
+MODELS = ("softmax", "mlp", "cnn1d", "charcnn")
 
 
 def local_train(model: Model, w: np.ndarray, X: np.ndarray, y: np.ndarray, *, epochs: int,
@@ -173,12 +174,19 @@ class CNN1d:
         self._net = self._build()
         return self._vector()
 
+    @staticmethod
+    def _inputs(X: np.ndarray) -> Any:
+        """The rows as the network reads them: one channel of floats."""
+        import torch
+
+        return torch.as_tensor(X[:, None, :], dtype=torch.float32)
+
     def _logits(self, w: np.ndarray, X: np.ndarray) -> Any:
         import torch
 
         net = self._load(w)
         with torch.no_grad():
-            return net(torch.as_tensor(X[:, None, :], dtype=torch.float32))
+            return net(self._inputs(X))
 
     def loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         """Mean cross-entropy plus the ℓ2 term."""
@@ -200,7 +208,7 @@ class CNN1d:
 
         net = self._load(w)
         opt = torch.optim.SGD(net.parameters(), lr=lr, weight_decay=REG)
-        Xt = torch.as_tensor(X[:, None, :], dtype=torch.float32)
+        Xt = self._inputs(X)
         yt = torch.as_tensor(y)
         losses = []
         for _ in range(epochs):
@@ -216,8 +224,55 @@ class CNN1d:
         return self._vector(), float(np.mean(losses))
 
 
+class CharCNN(CNN1d):
+    """A small character model in PyTorch for windows of ``features`` characters (indices
+    into a vocabulary of ``classes``): an embedding of 8, two convolutions of 32 channels
+    (kernel 5, ReLU, causal: each position sees the characters up to it), the last position's
+    features, a linear layer to the next character's ``classes``. The flat parameter vector's
+    interface and one thread, as :class:`CNN1d`."""
+
+    kind = "charcnn"
+
+    def _build(self) -> Any:
+        import torch
+        from torch import nn
+
+        torch.set_num_threads(1)
+
+        class Net(nn.Module):
+            def __init__(self, vocabulary: int) -> None:
+                super().__init__()
+                self.embed = nn.Embedding(vocabulary, 8)
+                self.conv1 = nn.Conv1d(8, 32, 5)
+                self.conv2 = nn.Conv1d(32, 32, 5)
+                self.out = nn.Linear(32, vocabulary)
+
+            def forward(self, x: Any) -> Any:
+                h = self.embed(x).transpose(1, 2)  # (batch, 8, L)
+                h = torch.relu(self.conv1(nn.functional.pad(h, (4, 0))))
+                h = torch.relu(self.conv2(nn.functional.pad(h, (4, 0))))
+                return self.out(h[:, :, -1])
+
+        return Net(self.classes)
+
+    @staticmethod
+    def _inputs(X: np.ndarray) -> Any:
+        import torch
+
+        return torch.as_tensor(np.asarray(X, dtype=np.int64))
+
+    def _logits(self, w: np.ndarray, X: np.ndarray) -> Any:
+        import torch
+
+        net = self._load(w)
+        with torch.no_grad():
+            return net(self._inputs(X))
+
+
 def make_model(kind: str, features: int, classes: int) -> Model | CNN1d:
     """The model of ``kind`` (one of :data:`MODELS`)."""
     if kind == "cnn1d":
         return CNN1d(features, classes)
+    if kind == "charcnn":
+        return CharCNN(features, classes)
     return Model(kind, features, classes)

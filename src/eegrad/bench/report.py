@@ -354,7 +354,8 @@ def _figures(summary: dict[str, dict[str, Any]], arms: list[dict[str, Any]], out
 
 
 def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
-           command: str, tuning: dict[str, Any]) -> Path:  # fmt: skip
+           command: str, tuning: dict[str, Any],
+           grids: dict[str, Any] | None = None) -> Path:  # fmt: skip
     """Write ``out/report.md`` (and ``bench.png``); returns its path."""
     from ..results import atomic_write_bytes
 
@@ -370,7 +371,7 @@ def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
              "affords. 'fixed n + last round': the best fixed n whose last round asks the most "
              "clients the budget left affords, as the default's may. Every method's client "
              "learning rate (each fixed n's) is tuned on separate tuning seeds over a grid of "
-             "three. Intervals are 95 %, paired by seed (the module's notes). Evaluations are "
+             "three, extended past an edge where the best rate was there (below). Intervals are 95 %, paired by seed (the module's notes). Evaluations are "
              "not charged to the budget (the server's, of the pooled training and test data, "
              "for this report alone)."), ""]
     text += ["## Targets", "", *_targets(summary), ""]
@@ -388,6 +389,13 @@ def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
     text += ["## Tuned learning rates", "", "| setting | method: learning rate |", "|---|---|"]
     for name, lrs in tuning.items():
         text.append(f"| {name} | " + ", ".join(f"{m}: {lr:g}" for m, lr in lrs.items()) + " |")
+    edges = [key for key, g in (grids or {}).items() if g["at_edge"]]
+    extended = [f"{key} ({', '.join(f'{lr:g}' for lr in g['grid'])})"
+                for key, g in (grids or {}).items() if len(g["grid"]) > 3]  # fmt: skip
+    if grids is not None:
+        text += ["", (f"Grids extended past an edge: {'; '.join(extended) or 'none'}. Best "
+                      f"rate still at an edge after the extensions: "
+                      f"{', '.join(edges) or 'none'}.")]
     text += ["", "## Figures", "", *_figures(summary, arms, out), ""]
     path = out / "report.md"
     atomic_write_bytes(path, "\n".join(text).encode())
