@@ -233,3 +233,40 @@ def test_under_secaggplus_a_reply_without_the_cost_metric_is_an_error_naming_it(
     s = _strategy(budget=None, c_min=None, total_budget=60.0, cost_metric="energy")
     with pytest.raises(ClientUpdateError, match=r"node \d+ at server round 1 has no 'energy'"):
         start_secaggplus(s, LocalGrid(_own_training_app(), K, seed=2), _model(), 5, **SECAGG)
+
+
+def test_under_secaggplus_a_stragglers_wait_is_charged_as_on_the_plain_path():
+    """round_cost="slowest" under SecAgg+: a node that sends no masked vector kept the round
+    waiting for the workflow's timeout, and the round is charged that wait, cost_scale × the
+    timeout, as on the plain path (it was charged as if nobody waited)."""
+    def train(msg, context):
+        pid = int(context.node_config["partition-id"])
+        w = msg.content["arrays"][next(iter(msg.content["arrays"].keys()))].numpy()
+        return Message(RecordDict({"arrays": ArrayRecord({"0": Array(w - 0.1 * (pid + 1))}),
+                                   "metrics": MetricRecord({"num-examples": 10,
+                                                            "seconds": 0.01})}),
+                       reply_to=msg)  # fmt: skip
+
+    app = ClientApp(mods=[secaggplus_mod])
+    app.train()(secaggplus_train(train))
+    dropped = []
+
+    def fail(pid, msg):
+        cfg = msg.content.config_records.get("secaggplus_configs")
+        if cfg is not None and cfg.get("stage") == "collect_masked_vectors" and \
+                int(msg.content.config_records["fitins.config"]["server-round"]) == 2 \
+                and not dropped:  # fmt: skip
+            dropped.append(pid)
+            return True
+        return False
+
+    s = _strategy(budget=None, c_min=None, total_budget=100.0, round_cost="slowest",
+                  cost_metric="seconds", aggregation=lambda n: 0.05 + 0 * np.asarray(n),
+                  selector=FixedArm(K))  # fmt: skip
+    start_secaggplus(s, LocalGrid(app, K, seed=2, fail=fail), _model(), 3, timeout=0.5,
+                     **SECAGG)  # fmt: skip
+    assert [r["secure_aggregation"] for r in s.records] == ["completed"] * 3
+    waited = s.records[1]
+    assert len(waited["failed_nodes"].split()) == 1
+    assert waited["budget_used"] == pytest.approx(0.05 + 0.5)
+    assert s.records[0]["budget_used"] == pytest.approx(0.05 + 0.01)

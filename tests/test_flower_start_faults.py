@@ -356,3 +356,40 @@ def test_an_array_whose_bytes_disagree_with_its_metadata_is_named():
         with pytest.raises(ClientUpdateError, match=f"node \\d+ at server round 1.*{match}"):
             tf._start(tf._strategy(selector=FixedArm(2)),
                       LocalGrid(_replying(arrays_of=arrays_of), tf.K, seed=2), 1)  # fmt: skip
+
+
+# -- where the parts meet ------------------------------------------------------------------------
+def test_t_below_the_rules_minimum_is_refused_before_any_round_trains():
+    """steps="t-rounds" with T below 2N for the paper's rule (B3: it ran its first pulls
+    alone, round-robin 1, 2, 3, 4, …): refused at the run's set-up, naming T and the least."""
+    from eegrad import EEGrad
+
+    trained = []
+    app = tf._app(bad=lambda pid, arrays: trained.append(pid))
+    for kw in ({"steps": "t-rounds", "T": 5}, {}):
+        strategy = tf._strategy(selector=EEGrad(beta=10.0, P=1.0), **kw)
+        with pytest.raises(ValueError, match=r"'T' parameter of EEGradStrategy must be >= \d+"):
+            tf._start(strategy, LocalGrid(app, tf.K, seed=2), 2)
+    assert trained == []
+
+
+def test_trainings_with_the_slowest_round_cost_are_refused():
+    """unit="trainings" with round_cost="slowest" (B4: a straggler's 60-s wait was charged as
+    60 trainings): refused, naming round_cost and why."""
+    with pytest.raises(ValueError, match="'round_cost'.*'sum' when every reply costs"):
+        choose_clients(FedAvg(fraction_evaluate=0.0), budget=50, round_cost="slowest")
+
+
+def test_the_users_rule_is_left_as_it_was_given():
+    """B9: a run works on its own copy; the rule given keeps no state of it."""
+    from eegrad import SpreadThompson
+
+    given = SpreadThompson(population=tf.K)
+    params = given.get_params()
+    strategy = tf._strategy(selector=given)
+    tf._start(strategy, LocalGrid(tf._app(), tf.K, seed=2), 4)
+    assert strategy.selector is not given
+    assert strategy.selector.rounds == 4
+    assert given.get_params() == params
+    assert not hasattr(given, "rounds")
+    assert given._shape is None

@@ -272,6 +272,11 @@ class TotalBudget:
         self.aggregation = aggregation
         if round_cost not in ROUND_COSTS:
             raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
+        if round_cost == "slowest" and cost_metric is None:
+            raise fail("round_cost", owner, "'sum' when every reply costs cost_scale "
+                       "(cost_metric=None: client trainings, which add up; 'slowest' reads the "
+                       "clients' seconds, and would charge a straggler's wait as trainings)",
+                       round_cost)  # fmt: skip
         self.round_cost = round_cost
         self.cost_metric, self.cost_scale = cost_metric, cost_scale
         self._owner = owner

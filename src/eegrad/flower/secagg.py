@@ -309,7 +309,11 @@ class SecAggPlusStrategy(LegacyStrategy):
                           max_weight=self.bounds[MAX_WEIGHT_KEY],
                           arrayrecord_key=s.arrayrecord_key,
                           weighted_by_key=s.weighted_by_key)  # fmt: skip
-        new, metrics = s.finish_round(fold, failed, extra={OUTCOME_COLUMN: "completed"})
+        # a node that sent no masked reply kept the round waiting for the workflow's timeout
+        # (charged with round_cost="slowest", as on the plain path)
+        waited = failed if s.round_timeout_s is not None else []
+        new, metrics = s.finish_round(fold, failed, extra={OUTCOME_COLUMN: "completed"},
+                                      timed_out=waited)
         if new is None:
             return None, dict(metrics)
         return ndarrays_to_parameters([new[k].numpy() for k in self.keys]), dict(metrics)
@@ -385,7 +389,7 @@ def start_secaggplus(
                                   quantization_range=quantization_range,
                                   modulus_range=modulus_range, timeout=timeout)  # fmt: skip
     arrays = strategy.begin_run(initial_arrays, num_rounds, min_clients=2,  # SecAgg+: n >= 2
-                                columns=(OUTCOME_COLUMN,))  # fmt: skip
+                                columns=(OUTCOME_COLUMN,), timeout=timeout)  # fmt: skip
     adapter = SecAggPlusStrategy(strategy, arrays, clip=float(clipping_range),
                                  norm2_bound=norm2_bound,
                                  quantization_range=int(quantization_range),

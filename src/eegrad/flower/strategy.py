@@ -40,6 +40,7 @@ the wrong shape or with NaN/Inf is an error naming the node and the round.
 
 from __future__ import annotations
 
+import copy
 import io
 import logging
 import time
@@ -569,16 +570,21 @@ class EEGradStrategy(Strategy):
                 "among them (in Flower's local simulation: flwr federation simulation-config "
                 "@none/default local --num-supernodes N)",
                 state.num_nodes, state.num_nodes, self.max_arms)  # fmt: skip
-        sel = self._given_selector
+        # the run's own copy: nothing is written into the rule the user gave
+        sel = copy.deepcopy(self._given_selector)
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = self.release.setup(state, N)
         if noise is not None and isinstance(sel, SpreadThompson) and sel.release_noise is None:
-            # a copy told the release's noise: the user's rule is left as it was given
             sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
         if sel is None:
             sel = self.schedule.default_rule(lambda: default_rule(
                 state.num_nodes, self.spend(N), release_noise=noise,
                 per_cost=self.budget is None))  # fmt: skip
+        least = sel.min_rounds(N)
+        if self.T < least:  # an index rule's T below 2N: its first pulls alone, round-robin
+            fix = "steps='t-rounds' and T" if self.T == 1 else "T"
+            raise fail("T", "EEGradStrategy", f">= {least}, the rounds {type(sel).__name__} "
+                       f"needs for a step with N = {N} arms (give {fix} >= {least})", self.T)
         state.rule = RuleDriver(sel, N, T=self.T, dim=state.dim, rng=state.streams.selector)
 
     def summary(self) -> None:
@@ -850,12 +856,17 @@ class EEGradStrategy(Strategy):
             self.finish_round(self._new_fold(), list(self._round["nodes"]), extra=extra)
 
     def begin_run(self, initial_arrays: ArrayRecord, num_rounds: int, *, min_clients: int = 1,
-                  columns: tuple[str, ...] = ()) -> ArrayRecord:  # fmt: skip
+                  columns: tuple[str, ...] = (),
+                  timeout: float | None = None) -> ArrayRecord:  # fmt: skip
         """A fresh run, or the checkpoint's resumed (:attr:`rounds_done` rounds done); returns
         the model to start from. ``min_clients``: the least n a round can run (2 under SecAgg+);
-        ``columns``: record columns the run's driver adds."""
+        ``columns``: record columns the run's driver adds; ``timeout``: how long a round waits
+        for its replies, in seconds (None: no limit)."""
         check_integer(num_rounds, "num_rounds", "EEGradStrategy.start", ge=1)
+        if timeout is not None:
+            check_real(timeout, "timeout", "EEGradStrategy.start", gt=0)
         self._fresh_run()
+        self._timeout = None if timeout is None else float(timeout)
         self.keeping.check_writable()
         self._min_clients = min_clients
         self.columns = self._base_columns + tuple(c for c in columns
@@ -871,6 +882,11 @@ class EEGradStrategy(Strategy):
         self._num_rounds = int(num_rounds)
         self._latest = arrays
         return arrays
+
+    @property
+    def round_timeout_s(self) -> float | None:
+        """How long a round of the run waits for its replies, in seconds (None: no limit)."""
+        return self._timeout
 
     @property
     def rounds_done(self) -> int:
@@ -891,10 +907,7 @@ class EEGradStrategy(Strategy):
         model, to round ``num_rounds``. The result's metrics are indexed by server round.
         Every call begins a fresh run (records, cost, streams and the inner strategy's state as
         constructed) unless it resumes."""
-        if timeout is not None:
-            check_real(timeout, "timeout", "EEGradStrategy.start", gt=0)
-        arrays = self.begin_run(initial_arrays, num_rounds)
-        self._timeout = None if timeout is None else float(timeout)
+        arrays = self.begin_run(initial_arrays, num_rounds, timeout=timeout)
         self._evaluates = evaluate_fn is not None
         offset = self.rounds_done
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
