@@ -1,5 +1,5 @@
 """Time of one round of :class:`~eegrad.ProgressThompson` (``ask``, ``tell_parts``,
-``tell_signal`` with the persistence) over R Monte Carlo realizations, with the persistence's
+``tell_parts`` with the signal and the persistence) over R Monte Carlo realizations, with the persistence's
 non-negative fit batched over the rows (:func:`~eegrad.selectors.progress.nonnegative_minima`,
 the rule as shipped) against the same rule fitting row by row in a Python loop (the plain
 reference: the same fit called on one row at a time, as the rule did before). Both give the
@@ -41,10 +41,9 @@ def per_round(R: int) -> float:
         arms = np.full(R, n - 1)
         rule._pending = arms
         parts = rng.standard_normal((R, n, D)) + 1.0
-        rule.tell_parts(arms, parts, np.ones((R, n)))
         mean = parts.mean(axis=1)
-        rule.tell_signal(arms, np.einsum("rd,rd->r", mean, mean),
-                         None if prev is None else np.einsum("rd,rd->r", mean, prev))  # fmt: skip
+        rule.tell_parts(arms, parts, np.ones((R, n)), mean_norm2=np.einsum("rd,rd->r", mean, mean),
+                        persistence=None if prev is None else np.einsum("rd,rd->r", mean, prev))
         prev = mean
     return (time.perf_counter() - t0) / ROUNDS
 

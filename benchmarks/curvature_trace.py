@@ -34,12 +34,13 @@ def recording(cls: type[ProgressThompson], log: list[tuple]) -> type[ProgressTho
     ``log``."""
 
     class Recording(cls):  # type: ignore[misc, valid-type]
-        def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+        def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any,
+                         owner: str) -> None:  # fmt: skip
             arms = np.asarray(arms)
             told = np.any(self._arm_rounds > 0)
             predicted = self.predicted()[self._rows, arms] + (
                 self.signal()[self._rows, arms] if told else np.nan)  # fmt: skip
-            super().tell_signal(arms, mean_norm2, persistence)
+            super()._note_signal(arms, mean_norm2, persistence, owner)
             lam = self.curvature()[0]
             prior = float(self.curvature_prior()[0])  # 0 before any signal
             log.append((int(arms[0]) + 1, float(np.asarray(mean_norm2)[0]), float(predicted[0]),

@@ -163,12 +163,12 @@ class SignalFromSpread(ProgressThompson):
     _ARMS = ("_arm_q", "_arm_s", "_arm_rounds")
     _SHAPE = ("_shape_q", "_shape_s", "_shape_ss", "_shape_rounds")
 
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
+    def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any, owner: str) -> None:
         one = np.asarray(arms) == 0
         if not np.any(one):
-            return super().tell_signal(arms, mean_norm2, persistence)
+            return super()._note_signal(arms, mean_norm2, persistence, owner)
         saved = {k: getattr(self, k).copy() for k in self._ARMS + self._SHAPE}
-        super().tell_signal(arms, mean_norm2, persistence)
+        super()._note_signal(arms, mean_norm2, persistence, owner)
         for k in self._ARMS:  # the round's evidence taken back, its age kept
             getattr(self, k)[one] = (saved[k] * self.discount)[one]
         for k in self._SHAPE:

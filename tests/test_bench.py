@@ -254,8 +254,7 @@ def test_under_b_a_round_grow_and_decay_change_n_at_each_quarter_of_the_rounds()
     rule.init(1, 10, 1)
     asked = []
     for left in range(8, 0, -1):  # 8 rounds: the rounds left, this one included
-        rule.tell_rounds_left(left)
-        asked.append(int(rule.ask(1)[0]) + 1)
+        asked.append(int(rule.ask(1, outlook=Outlook(rounds_left=left))[0]) + 1)
         rule.withdraw()
     assert asked == [1, 1, 2, 2, 4, 4, 8, 8]
 

@@ -47,8 +47,8 @@ def test_the_shared_fits_under_a_total_budget_against_the_closed_forms():
             arm = rule.ask(t, at_least=n, at_most=n, outlook=Outlook(costs=cost, budget_left=1e9))
             parts = m[rng.choice(K, n, replace=False)] + rng.standard_normal((n, d)) * np.sqrt(
                 tau2 / d)  # fmt: skip
-            rule.tell_parts(arm, parts[None], np.ones((1, n)))
-            rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+            rule.tell_parts(arm, parts[None], np.ones((1, n)),
+                            mean_norm2=np.array([np.sum(parts.mean(axis=0) ** 2)]))
         sigma2 = sb2 + tau2
         low, high = sigma2 * (1 / ns - 1 / K), sigma2 / ns
         assert np.all((low <= v) & (v <= high))
@@ -65,18 +65,20 @@ def test_the_shared_fits_under_a_total_budget_against_the_closed_forms():
     assert np.all(mean <= high * 1.05 + 4 * se), (mean, high)
 
 
-def test_the_budget_rule_needs_costs_and_the_others_refuse_them():
+def test_the_budget_rule_needs_costs_and_the_others_ignore_them():
+    """The costs reach a rule with its ask's outlook: the budget rule refuses a cost of 0,
+    naming costs; a rule that does not read them is told nothing of them."""
     rule = BudgetThompson(population=5)
     with pytest.raises(ProtocolError, match="before init"):
-        rule.tell_costs(np.ones(5))
+        rule.ask(1, outlook=Outlook(costs=np.ones(5)))
     rule.init(1, 5, 2)
     with pytest.raises(InvalidParameterError, match="'costs'"):
-        rule.tell_costs(np.array([1.0, 0.0, 1.0, 1.0, 1.0]))
+        rule.ask(1, outlook=Outlook(costs=np.array([1.0, 0.0, 1.0, 1.0, 1.0])))
     other = ProgressThompson(population=5)
     other.init(1, 5, 2)
     assert not other.uses_costs
-    with pytest.raises(ProtocolError, match="not in its reads"):
-        other.tell_costs(np.ones(5))
+    other.ask(1, outlook=Outlook(costs=np.ones(5)))
+    assert not hasattr(other, "_costs")
 
 
 def _contracting_signal_run(seed, K, d, rho, cost, budget_left, rule_class=BudgetThompson):
@@ -92,8 +94,8 @@ def _contracting_signal_run(seed, K, d, rho, cost, budget_left, rule_class=Budge
         scale = rho ** (t / 2)
         parts = scale * m[rng.choice(K, n, replace=False)] + rng.standard_normal(
             (n, d)) * np.sqrt(tau2 / d) * scale  # fmt: skip
-        rule.tell_parts(arm, parts[None], np.ones((1, n)))
-        rule.tell_signal(arm, np.array([np.sum(parts.mean(axis=0) ** 2)]))
+        rule.tell_parts(arm, parts[None], np.ones((1, n)),
+                        mean_norm2=np.array([np.sum(parts.mean(axis=0) ** 2)]))
     return rule
 
 
@@ -127,7 +129,8 @@ def test_rate_objective_follows_its_closed_form():
         np.testing.assert_allclose(rule.rate_of_decrease(rule.predicted())[0], closed,
                                    rtol=1e-10)  # fmt: skip
         for budget in (1e6, 300.0):
-            rule.tell_costs(cost, budget_left=budget)
+            rule.ask(151, outlook=Outlook(costs=cost, budget_left=budget))
+            rule.withdraw()
             np.testing.assert_allclose(rule._objective(rule.predicted())[0], closed, rtol=1e-10)
         assert int(rule.ask(151)[0]) == int(np.argmax(closed)) == 0
 
@@ -173,16 +176,16 @@ def test_the_budget_rule_ends_the_run_on_the_most_clients_it_affords():
         rule = BudgetThompson(population=K, spend=np.ones(K))
         rule.init(1, K, 3)
         assert rule.last_round_arm() is None
-        rule.tell_costs(cost, budget_left=budget)
+        arm = rule.ask(1, outlook=Outlook(costs=cost, budget_left=budget))
         assert rule.last_round_arm() == (None if n is None else n - 1), budget
         if budget >= 5.0:
-            assert int(rule.ask(1)[0]) == (1 if n is None else n - 1), budget
+            assert int(arm[0]) == (1 if n is None else n - 1), budget
         # last_round=False: the objective's choice to the end (the warm-up's n = 2)
         keep = BudgetThompson(population=K, spend=np.ones(K), last_round=False)
         keep.init(1, K, 3)
-        keep.tell_costs(cost, budget_left=budget)
+        arm = keep.ask(1, outlook=Outlook(costs=cost, budget_left=budget))
         if budget >= 5.0:
-            assert int(keep.ask(1)[0]) == 1, budget
+            assert int(arm[0]) == 1, budget
 
 
 def test_last_round_must_be_a_bool():

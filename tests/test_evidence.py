@@ -34,7 +34,8 @@ def test_a_record_that_lacks_what_the_rule_reads_is_refused_by_name():
     spread.init(1, K, D)
     arms = spread.ask(1)
     with pytest.raises(ProtocolError, match=r"reads 'spread' of each round, which the record "
-                                            r"told lacks \(it gives \['mean'\]\)"):  # fmt: skip
+                                            r"told by tell_round\(\) lacks \(it gives "
+                                            r"\['mean'\]\)"):  # fmt: skip
         spread.tell_round(RoundEvidence(arms, mean=np.ones((1, D))))
     progress = ProgressThompson(population=K)
     progress.init(1, K, D)
@@ -52,19 +53,18 @@ def _state(rule):
     return {k: np.copy(v) for k, v in vars(rule).items() if isinstance(v, np.ndarray)}
 
 
-def test_one_record_equals_the_separate_channels():
-    # The local steps, the pair sums and the signal told in one record leave the rule as the
-    # three separate calls did (same order: steps, spread, signal), round after round.
+def test_one_record_equals_the_pair_sums_channel_with_its_fields():
+    # The local steps, the pair sums and the signal told in one record leave the rule as
+    # tell_pair_sums given the same fields does, round after round: one record either way.
     rng = np.random.default_rng(0)
-    one, three = (BudgetThompson(population=K) for _ in range(2))
-    for rule in (one, three):
+    one, other = (BudgetThompson(population=K) for _ in range(2))
+    for rule in (one, other):
         rule.init(1, K, D)
     costs = np.arange(1.0, K + 1)
     last = None
     for t in range(1, 12):
         a1 = one.ask(t, outlook=Outlook(costs=costs, budget_left=100.0 - t))
-        three.tell_costs(costs, budget_left=100.0 - t)
-        a3 = three.ask(t)
+        a3 = other.ask(t, outlook=Outlook(costs=costs, budget_left=100.0 - t))
         np.testing.assert_array_equal(a1, a3)
         n = int(a1[0]) + 1
         parts, w = _parts(rng, n)
@@ -75,41 +75,51 @@ def test_one_record_equals_the_separate_channels():
         one.tell_round(RoundEvidence(a1, pair_sums=y, weights=w[None], local_steps=steps,
                                      mean_norm2=np.array([float(mean @ mean)]),
                                      persistence=persistence))  # fmt: skip
-        three.tell_local_steps(a3, steps)
-        three.tell_pair_sums(a3, y, w[None])
-        three.tell_signal(a3, np.array([float(mean @ mean)]), persistence)
+        other.tell_pair_sums(a3, y, w[None], local_steps=steps,
+                             mean_norm2=np.array([float(mean @ mean)]), persistence=persistence)
         last = mean
-    s1, s3 = _state(one), _state(three)
+    s1, s3 = _state(one), _state(other)
     assert s1.keys() == s3.keys()
     for k in s1:
         np.testing.assert_array_equal(s1[k], s3[k], err_msg=k)
 
 
-def test_an_outlook_the_rule_does_not_read_is_ignored_and_a_channel_for_it_refused():
+def test_an_outlook_the_rule_does_not_read_is_ignored_and_no_channel_goes_around_the_ask():
     rule = SpreadThompson(population=K)
     rule.init(1, K, D)
     rule.ask(1, outlook=Outlook(rounds_left=4))
     assert not hasattr(rule, "_rounds_left")
-    with pytest.raises(ProtocolError, match="'rounds_left' is not in its reads"):
-        rule.tell_rounds_left(4)
     progress = ProgressThompson(population=K)
     progress.init(1, K, D)
     progress.ask(1, outlook=Outlook(costs=np.ones(K), budget_left=3.0, rounds_left=4))
     assert progress._rounds_left == 4
     assert not hasattr(progress, "_costs")
-    with pytest.raises(ProtocolError, match="'costs' is not in its reads"):
-        progress.tell_costs(np.ones(K))
+    for channel in ("tell_costs", "tell_rounds_left", "tell_signal", "tell_local_steps"):
+        assert not hasattr(progress, channel), channel  # the ask's outlook, the round's record
     rate = BudgetThompson(population=K)
     rate.init(1, K, D)
     with pytest.raises(ValueError, match="'costs'"):
         rate.ask(1, outlook=Outlook(costs=-np.ones(K), budget_left=3.0))
 
 
-def test_the_signal_channels_of_a_rule_that_reads_no_signal_are_refused():
-    rule = SpreadThompson(population=K)
-    rule.init(1, K, D)
-    arms = rule.ask(1)
-    with pytest.raises(ProtocolError, match="'local_steps' is not in its reads"):
-        rule.tell_local_steps(arms, np.array([2.0]))
-    with pytest.raises(ProtocolError, match="'signal' is not in its reads"):
-        rule.tell_signal(arms, np.array([1.0]))
+def test_every_channel_tells_one_record_refused_where_it_lacks_what_the_rule_reads():
+    """B7: tell_pair_sums and tell_parts are records as tell_round's, so a rule that reads the
+    signal is refused a round told without it (they skipped the check); a record with it is
+    taken. B8: no channel adds to a round after it is told (the signal's and the local steps'
+    side channels are gone: a round's fields come in its one record)."""
+    rng = np.random.default_rng(1)
+    for call in ("tell_pair_sums", "tell_parts"):
+        rule = ProgressThompson(population=K)
+        rule.init(1, K, D)
+        arms = rule.ask(1)
+        n = int(arms[0]) + 1
+        parts, w = _parts(rng, n)
+        args = ((pair_sum(parts[None], w[None]), w[None]) if call == "tell_pair_sums" else
+                (parts[None], w[None]))  # fmt: skip
+        with pytest.raises(ProtocolError, match=f"reads 'signal'.*told by {call}"):
+            getattr(rule, call)(arms, *args)
+        mean = np.average(parts, axis=0, weights=w)
+        getattr(rule, call)(arms, *args, mean_norm2=np.array([float(mean @ mean)]))
+        assert rule.rounds == 1
+        with pytest.raises(ProtocolError, match="without a pending ask"):
+            getattr(rule, call)(arms, *args, mean_norm2=np.array([float(mean @ mean)]))

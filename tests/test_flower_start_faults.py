@@ -393,3 +393,13 @@ def test_the_users_rule_is_left_as_it_was_given():
     assert given.get_params() == params
     assert not hasattr(given, "rounds")
     assert given._shape is None
+
+
+def test_a_spent_budget_is_a_stop_not_a_value_error():
+    """BudgetSpent and PrivacyBudgetExhausted are RunStopped, not ValueError: a user's
+    `except ValueError` for bad input does not take "the budget is spent" for one."""
+    from eegrad.flower import BudgetSpent, PrivacyBudgetExhausted, RunStopped
+
+    for stop in (BudgetSpent, PrivacyBudgetExhausted):
+        assert issubclass(stop, RunStopped)
+        assert not issubclass(stop, ValueError)

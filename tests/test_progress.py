@@ -13,6 +13,7 @@ from eegrad import (
     ProtocolError,
     SpreadThompson,
 )
+from eegrad.selectors.evidence import Outlook, RoundEvidence
 from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minima, nonnegative_minimum
 from eegrad.testing import check_rule
 
@@ -23,6 +24,22 @@ OMEGA = np.maximum(np.floor((SPEND - 3.0) * 2.0), 1.0)
 ELL = np.log(SPEND) - np.log(SPEND).mean()  # the rule's centred log-spend, before scaling
 ELL = ELL / (np.log(SPEND).max() - np.log(SPEND).min())
 
+
+
+def _signal(rule, arms, mean_norm2, persistence=None):
+    """The signal's fit told one round's signal alone (white-box: the fit, not the record a
+    driver tells through tell_round)."""
+    rule._note_signal(np.asarray(arms), mean_norm2, persistence, "test")
+
+
+def _steps(rule, arms, steps):
+    """The local steps' prior told one round's steps alone (white-box, as :func:`_signal`)."""
+    rule._note_local_steps(np.asarray(arms), steps, "test")
+
+
+def _look(rule, rounds):
+    """The rounds left, as the next ask's outlook would tell them (without the ask)."""
+    rule._look_ahead(Outlook(rounds_left=rounds), "test")
 
 def _mc_check(samples: np.ndarray, expected: float) -> None:
     # Tolerance: 4 Monte Carlo standard errors of the mean (std / sqrt(reps)).
@@ -153,8 +170,8 @@ def test_persistence_recovers_the_curvature_of_a_quadratic():
             u2[r] = gains[n2] * (lam * (w[r] - u[r]) + rng.standard_normal(d) *
                                  np.sqrt(v0[n2] / d))  # fmt: skip
         rule.forget_persistence()
-        rule.tell_signal(arms[0], np.einsum("rd,rd->r", u, u))
-        rule.tell_signal(arms[1], np.einsum("rd,rd->r", u2, u2), np.einsum("rd,rd->r", u2, u))
+        _signal(rule, arms[0], np.einsum("rd,rd->r", u, u))
+        _signal(rule, arms[1], np.einsum("rd,rd->r", u2, u2), np.einsum("rd,rd->r", u2, u))
     fits = rule.curvature()
     truth = lam / 2.0  # λ/(2‖∇F‖)
     for j in range(2):
@@ -188,10 +205,10 @@ def _pairs(rule, zhats, seed=0):
     for z in zhats:
         n, n2 = rng.integers(0, K, 2)
         rule.forget_persistence()
-        rule.tell_local_steps(np.array([n]), np.array([1.0]))
-        rule.tell_signal(np.array([n]), np.array([signal[n] + noise[n]]))
+        _steps(rule, np.array([n]), np.array([1.0]))
+        _signal(rule, np.array([n]), np.array([signal[n] + noise[n]]))
         p = signal[n] * (1.0 - z)  # x' x (1 − ẑ), x' = x = 0.2
-        rule.tell_signal(np.array([n2]), np.array([signal[n2] + noise[n2]]), np.array([p]))
+        _signal(rule, np.array([n2]), np.array([signal[n2] + noise[n2]]), np.array([p]))
     return 0.5 / np.sqrt(signal.max())  # the prior 1/(2x*)
 
 
@@ -213,7 +230,7 @@ def test_with_equal_steps_thin_evidence_of_no_curvature_falls_back_to_the_prior(
     differ = _rule(discount=1.0)
     differ.init(1, K, D)
     _pairs(differ, zhats)
-    differ.tell_local_steps(np.array([K - 1]), np.array([8.0]))  # the steps now differ
+    _steps(differ, np.array([K - 1]), np.array([8.0]))  # the steps now differ
     assert differ.steps_differ()[0]
     np.testing.assert_array_equal(differ.curvature()[0], [0.0, 0.0])
 
@@ -255,9 +272,8 @@ def test_signal_curve_is_unbiased_without_discount():
             parts[r] = gains[n - 1] * (g + mu[c] + e)
         arms = np.full(len(seeds), n - 1)
         rule._pending = arms
-        rule.tell_parts(arms, parts, w)
         mean = np.einsum("rk,rkd->rd", w, parts) / w.sum(axis=1, keepdims=True)
-        rule.tell_signal(arms, np.einsum("rd,rd->r", mean, mean))
+        rule.tell_parts(arms, parts, w, mean_norm2=np.einsum("rd,rd->r", mean, mean))
     fits = rule.signal()[:, [0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2
     se = fits.std(axis=0, ddof=1) / np.sqrt(len(fits))
     assert np.all(np.abs(fits.mean(axis=0) - 1.0) < 4 * se + 0.05), (fits.mean(axis=0), se)
@@ -324,9 +340,9 @@ def test_rounds_left_divide_the_curvature_cost_of_the_decrease():
     signal, noise, lam = rule.signal(), rule.predicted(), rule.curvature()
     myopic = rule.predicted_progress()
     np.testing.assert_array_equal(myopic, rule.progress(signal, noise, lam))
-    rule.tell_rounds_left(1)
+    _look(rule, 1)
     np.testing.assert_array_equal(rule.predicted_progress(), myopic)
-    rule.tell_rounds_left(25)
+    _look(rule, 25)
     assert rule.curvature_weight()[0, 0] == 0.2
     x = np.sqrt(signal)
     expected = x - (lam[:, :1] * signal + lam[:, 1:] * noise) / 5.0
@@ -337,7 +353,7 @@ def test_rounds_left_divide_the_curvature_cost_of_the_decrease():
     flat = _rule(seed=0)
     _drive(flat, 0, 40, _growing_gain, quadratic=True)
     myopic = flat.predicted_progress()
-    flat.tell_rounds_left(25)
+    _look(flat, 25)
     assert flat.curvature_weight()[0, 0] == 1.0
     np.testing.assert_array_equal(flat.predicted_progress(), myopic)
 
@@ -371,21 +387,17 @@ def test_far_from_the_end_the_rule_goes_further_and_turns_to_less_noise_at_it():
 def test_rounds_left_errors():
     rule = _rule()
     with pytest.raises(ProtocolError, match="before init"):
-        rule.tell_rounds_left(3)
+        rule.ask(1, outlook=Outlook(rounds_left=3))
     rule.init(1, K, D)
     for bad in (0, -2):
         with pytest.raises(InvalidParameterError, match="'rounds'.*>= 1"):
-            rule.tell_rounds_left(bad)
+            rule.ask(1, outlook=Outlook(rounds_left=bad))
     for bad in (1.5, "3", np.nan):
         with pytest.raises(TypeError, match="'rounds'.*an integer"):
-            rule.tell_rounds_left(bad)
+            rule.ask(1, outlook=Outlook(rounds_left=bad))
     assert rule.uses_rounds_left
     assert BudgetThompson(population=K).uses_rounds_left  # it splits the budget over them
-    for other in (SpreadThompson(population=K),):
-        assert not other.uses_rounds_left
-        other.init(1, K, D)
-        with pytest.raises(ProtocolError, match="not in its reads"):
-            other.tell_rounds_left(3)
+    assert not SpreadThompson(population=K).uses_rounds_left
     est = GradientEstimator(_rule(), K, T=1, dim=D, rng=0)
     est.tell_rounds_left(5)
     est.ask()
@@ -409,18 +421,24 @@ def test_progress_rule_errors_and_params():
         ProgressThompson(objective="rate")
     with pytest.raises(InvalidParameterError, match="shape_discount"):
         ProgressThompson(shape_discount=0.0)
-    rule = _rule()
     with pytest.raises(ProtocolError, match="before init"):
-        rule.tell_signal(np.array([0]), np.array([1.0]))
-    rule.init(1, K, D)
-    with pytest.raises(InvalidParameterError, match="mean_norm2"):
-        rule.tell_signal(np.array([0]), np.array([-1.0]))
-    with pytest.raises(InvalidParameterError, match="mean_norm2"):
-        rule.tell_signal(np.array([0]), np.array([np.nan]))
-    with pytest.raises(InvalidParameterError, match="persistence"):
-        rule.tell_signal(np.array([0]), np.array([1.0]), np.array([np.inf]))
-    with pytest.raises(InvalidParameterError, match="'arms'"):
-        rule.tell_signal(np.array([K]), np.array([1.0]))
+        _rule().ask(1)
+    bad_records = (({"mean_norm2": [-1.0]}, "mean_norm2"), ({"mean_norm2": [np.nan]}, "mean_norm2"),
+                   ({"mean_norm2": [1.0], "persistence": [np.inf]}, "persistence"),
+                   ({"mean_norm2": [1.0], "local_steps": [0.0]}, "'steps'"))  # fmt: skip
+    for fields, name in bad_records:
+        rule = _rule()
+        rule.init(1, K, D)
+        arms = rule.ask(1)
+        before = {k: np.copy(v) for k, v in vars(rule).items() if isinstance(v, np.ndarray)}
+        with pytest.raises(InvalidParameterError, match=name):
+            rule.tell_round(RoundEvidence(arms, pair_sums=np.array([1.0]),
+                                          weights=np.ones((1, int(arms[0]) + 1)),
+                                          **{k: np.array(v) for k, v in fields.items()}))
+        # refused whole: nothing of the record reached the rule, and the round still pends
+        for k, v in before.items():
+            np.testing.assert_array_equal(getattr(rule, k), v, err_msg=k)
+        rule.withdraw()
     params = rule.get_params()
     assert params["signal_degree"] == 1
     assert ProgressThompson(**params).get_params() == params
@@ -438,16 +456,16 @@ def test_steps_prior_is_twice_the_slope_of_the_log_steps():
         rule = _rule(signal_degree=degree)
         rule.init(1, K, D)
         np.testing.assert_array_equal(rule.steps_prior(), 0.0)
-        rule.tell_local_steps(np.array([3]), np.array([2.0 * SPEND[3] ** gamma]))
+        _steps(rule, np.array([3]), np.array([2.0 * SPEND[3] ** gamma]))
         np.testing.assert_array_equal(rule.steps_prior(), 0.0)  # one arm: none
         for arm in [0, 7, 19, 7, 12]:
-            rule.tell_local_steps(np.array([arm]), np.array([2.0 * SPEND[arm] ** gamma]))
+            _steps(rule, np.array([arm]), np.array([2.0 * SPEND[arm] ** gamma]))
         expected = [0.0, 2.0 * gamma * span] + [0.0] * (degree - 1)
         np.testing.assert_allclose(rule.steps_prior()[0], expected, atol=1e-9)
     flat = _rule()
     flat.init(1, K, D)
     for arm in [0, 5, 19]:
-        flat.tell_local_steps(np.array([arm]), np.array([1.0]))
+        _steps(flat, np.array([arm]), np.array([1.0]))
     np.testing.assert_allclose(flat.steps_prior(), 0.0, atol=1e-12)
 
 
@@ -469,7 +487,7 @@ def test_where_the_steps_span_twofold_the_curve_is_in_the_log_steps():
     rule = _rule(shape_discount=1.0)
     rule.init(1, K, D)
     for n in (20, 2, 6):
-        rule.tell_local_steps(np.array([n - 1]), np.array([_saturating_steps(n)]))
+        _steps(rule, np.array([n - 1]), np.array([_saturating_steps(n)]))
     k = rule.arm_steps()[0]
     np.testing.assert_allclose(k[[19, 1, 5]], [2.0, 10.0, 4.0], rtol=1e-12)
     assert k[0] == k[1]  # constant beyond the largest share told
@@ -477,7 +495,7 @@ def test_where_the_steps_span_twofold_the_curve_is_in_the_log_steps():
     t = (ell[3] - ell[5]) / (ell[1] - ell[5])
     np.testing.assert_allclose(np.log(k[3]), np.log(4.0) + t * np.log(10.0 / 4.0), rtol=1e-12)
     np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
-    rule.tell_local_steps(np.array([2]), np.array([12.0]))  # arm 3 (3 clients) above arm 2 (2)
+    _steps(rule, np.array([2]), np.array([12.0]))  # arm 3 (3 clients) above arm 2 (2)
     pooled = np.exp((2 * np.log(10.0) + 3 * np.log(12.0)) / 5)
     np.testing.assert_allclose(rule.arm_steps()[0, [0, 1, 2]], pooled, rtol=1e-12)
     np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
@@ -517,10 +535,10 @@ def test_the_curve_shrinks_towards_the_steps_prior_and_yields_to_evidence():
             parts = 0.3 * (g + mu[c] + rng.standard_normal((n, D)) * np.sqrt(50.0 / w / D)[:, None])
             rule._pending = np.array([n - 1])
             if steps:
-                rule.tell_local_steps(np.array([n - 1]), np.array([SPEND[n - 1]]))
-            rule.tell_parts(np.array([n - 1]), parts[None], w[None])
+                _steps(rule, np.array([n - 1]), np.array([SPEND[n - 1]]))
             mean = np.average(parts, axis=0, weights=w)
-            rule.tell_signal(np.array([n - 1]), np.array([mean @ mean]))
+            rule.tell_parts(np.array([n - 1]), parts[None], w[None],
+                            mean_norm2=np.array([mean @ mean]))
         return rule
 
     prior = run(6, True).steps_prior()[0, 1]
@@ -551,14 +569,6 @@ def test_local_steps_are_told_through_the_estimator():
     spread.ask()
     with pytest.raises(ProtocolError, match="not in its reads"):
         spread.tell_local_steps(2.0)
-    rule = _rule()
-    with pytest.raises(ProtocolError, match="before init"):
-        rule.tell_local_steps(np.array([0]), np.array([1.0]))
-    rule.init(1, K, D)
-    with pytest.raises(InvalidParameterError, match="'steps'"):
-        rule.tell_local_steps(np.array([0]), np.array([0.0]))
-    with pytest.raises(InvalidParameterError, match="'arms'"):
-        rule.tell_local_steps(np.array([K]), np.array([1.0]))
 
 
 @pytest.mark.parametrize("rule_class", [SpreadThompson, ProgressThompson])

@@ -28,6 +28,7 @@ installed, NumPy arrays and CPU tensors are told in one compiled pass over the g
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,7 @@ class GradientEstimator:
         self._single: Any = None  # with T = 1, the round's output (no statistics are kept)
         self._last_mean: Any = None  # a signal rule's last round mean (its persistence)
         self._steps: float | None = None  # the pending pull's local steps (tell_local_steps)
+        self._rounds_left: int | None = None  # told for the next ask (tell_rounds_left)
         self.reset()
 
     def reset(self) -> None:
@@ -161,6 +163,7 @@ class GradientEstimator:
         self._pull = None
         self._single = None
         self._steps = None
+        self._rounds_left = None
         self.t = 0
 
     def next_iterate(self) -> None:
@@ -212,6 +215,9 @@ class GradientEstimator:
                 f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
                 "next iterate"
             )
+        if self._rounds_left is not None:  # told before this ask: part of its outlook
+            outlook = replace(outlook or Outlook(), rounds_left=self._rounds_left)
+            self._rounds_left = None
         arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=int(top),
                                     outlook=outlook)[0])  # fmt: skip
         self._pending = arm
@@ -355,7 +361,11 @@ class GradientEstimator:
         if self._pending is not None:
             raise ProtocolError("tell_rounds_left() with a pull pending: tell() its gradient "
                                 "first (the rounds left inform the next ask)")  # fmt: skip
-        self.selector.tell_rounds_left(rounds)
+        if "rounds_left" not in self.selector.reads:
+            raise not_read(self.selector, "rounds_left",
+                           "weigh a round's noise against the rounds left")  # fmt: skip
+        self._rounds_left = check_integer(rounds, "rounds", "GradientEstimator.tell_rounds_left",
+                                          ge=1)  # fmt: skip
 
     def tell_parts(self, parts: Any, weights: Any) -> None:
         r"""The pull told as its parts: the n updates (clients, data-parallel workers) whose

@@ -101,9 +101,18 @@ def _tell(sel: Selector, arms: np.ndarray, rng: np.random.Generator) -> None:
         m = int(arms.max()) + 1
         parts = rng.standard_normal((R, m, D)) * scale[:, :, None] * np.sqrt(arms + 1)[:, None, None]
         weights = (np.arange(m)[None, :] <= arms[:, None]).astype(float)
-        sel.tell_parts(arms, parts, weights)
+        sel.tell_parts(arms, parts, weights, **_signal_of(sel, parts, weights))
     else:
         sel.tell(arms, rng.standard_normal((R, D)) * scale)
+
+
+def _signal_of(sel: Selector, parts: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
+    """The record's signal for a rule that reads it (the squared norm of the parts' weighted
+    mean), as a driver tells it with the parts: one record."""
+    if "signal" not in sel.reads:
+        return {}
+    mean = np.einsum("rk,rkd->rd", weights, parts) / weights.sum(axis=1, keepdims=True)
+    return {"mean_norm2": np.einsum("rd,rd->r", mean, mean)}
 
 
 def _run(sel: Selector, rounds: int, seed: int = 0) -> np.ndarray:
@@ -244,7 +253,8 @@ def check_summaries_are_checked_at_the_public_boundary(rule: Selector) -> None:
     with _raises(InvalidParameterError, "'weights'", f"{what}.tell_pair_sums(weights 0)"):
         sel.tell_pair_sums(arms, np.ones(R), np.zeros((R, 2)))
     if sel.uses_parts:
-        sel.tell_pair_sums(arms, np.ones(R), np.ones((R, 2)))
+        signal = {"mean_norm2": np.ones(R)} if "signal" in sel.reads else {}
+        sel.tell_pair_sums(arms, np.ones(R), np.ones((R, 2)), **signal)
     else:
         with _raises(ProtocolError, "parts", f"{what}.tell_pair_sums()"):
             sel.tell_pair_sums(arms, np.ones(R), np.ones((R, 2)))

@@ -32,6 +32,7 @@ from .replies import ClientUpdateError
 from .round_report import RoundReport
 from .secagg import secaggplus_train, start_secaggplus
 from .state import RunState
+from .stops import RunStopped
 from .strategy import BudgetSpent, EEGradStrategy
 from .torch_client import budgeted_torch_train
 
@@ -45,6 +46,7 @@ __all__ = [
     "PrivacyBudgetExhausted",
     "RoundReport",
     "RunState",
+    "RunStopped",
     "UnsupportedStrategyError",
     "WallClock",
     "budgeted_torch_train",

@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 from flwr.supercore import log
 
-from .._validation import InvalidParameterError, check_real, fail
+from .._validation import check_real, fail
 from ..arms import feasible_arms, per_client_spend
 from ..selectors.base import Selector
 from ..selectors.evidence import OUTLOOK, Outlook
 from .replies import ClientUpdateError, RoundFold
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
+from .stops import RunStopped
 
 __all__ = ["BudgetSpent", "FedAvgSpend", "RoundBudget", "TotalBudget", "make_budget"]
 
@@ -44,7 +45,7 @@ __all__ = ["BudgetSpent", "FedAvgSpend", "RoundBudget", "TotalBudget", "make_bud
 D_POINTS = 64
 
 
-class BudgetSpent(InvalidParameterError):
+class BudgetSpent(RunStopped):
     """With a total budget: the next round would cost more than the budget left."""
 
 

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
+from .stops import RunStopped
 
 __all__ = ["REPLACE_ONE_SENSITIVITY", "SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
            "calibrate_noise", "epsilon_spent", "fixed_n_wrappers", "least_passing_scale",
@@ -77,7 +78,7 @@ def _update_clip_ratio(a: float = SPREAD_SCALE) -> float:
 REPLACE_ONE_SENSITIVITY = 2.0 * _update_clip_ratio()
 
 
-class PrivacyBudgetExhausted(InvalidParameterError):
+class PrivacyBudgetExhausted(RunStopped):
     """The next round's release would take the cumulative ε past ``max_epsilon``."""
 
 

@@ -88,6 +88,7 @@ from .replies import ClientUpdateError, RoundFold
 from .round_report import RoundReport, check_callback
 from .schedules import make_schedule
 from .state import RunState, Streams
+from .stops import RunStopped
 
 __all__ = ["DEFAULT_NOISE_ORDER", "EVALUATION_COLUMNS", "RECORD_COLUMNS", "STOPS", "BudgetSpent",
            "ClientUpdateError", "EEGradStrategy", "default_rule", "record_metrics"]  # fmt: skip
@@ -120,7 +121,7 @@ DEFAULT_NOISE_ORDER = 2
 
 
 #: What ends a run before its rounds: a budget of privacy or of cost is spent.
-STOPS = (PrivacyBudgetExhausted, BudgetSpent)
+STOPS = (RunStopped,)
 
 
 def default_rule(population: int, spend: Any, *, release_noise: Any = None,

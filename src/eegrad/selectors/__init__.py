@@ -5,6 +5,7 @@ from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .budget import BudgetThompson
 from .defaults import DEFAULT_RULE, default_selector
 from .eegrad import EEGrad
+from .evidence import Outlook, RoundEvidence
 from .memory import MemoryRule
 from .memory_rules import MemoryKLLCB, MemoryThompson
 from .progress import ProgressThompson
@@ -33,8 +34,10 @@ __all__ = [
     "MemoryRule",
     "MemoryThompson",
     "OptimalArm",
+    "Outlook",
     "ProgressThompson",
     "ProtocolError",
+    "RoundEvidence",
     "RoundRobin",
     "RuleInfo",
     "Selector",

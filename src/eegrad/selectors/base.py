@@ -256,19 +256,38 @@ class Selector:
         (the mean or its summary; the parts' pair sums or sums) and what else it :attr:`reads`
         (the signal, the local steps). A record that lacks what the rule reads is refused,
         naming it; fields the rule does not read are ignored."""
-        self._check_pending(np.asarray(evidence.arms), "tell_round")
-        if lacking := evidence.lacking(self.reads, self.goes_without):
+        self._record(evidence, "tell_round")
+
+    def _record(self, evidence: RoundEvidence, call: str) -> None:
+        """The one way a round reaches the rule, whichever ``call`` told it: the pending ask
+        answered by the same arms, a record holding what the rule reads (refused naming what
+        it lacks), then the record observed."""
+        self._check_pending(np.asarray(evidence.arms), call)
+        R, N, _ = self._shape  # type: ignore[misc]
+        owner = f"{type(self).__name__}.{call}"
+        kind = evidence.statistic  # its values named before what the rule reads (cheap: R, m)
+        if kind == "pairs":
+            evidence.checked_pairs(R, owner)
+        elif kind == "sums":
+            evidence.checked_sums(R, owner)
+        elif kind == "summary":
+            evidence.checked_summary(R, N, owner)
+        lacking = evidence.lacking(self.reads, self.goes_without)
+        if "mean" in lacking and evidence.statistic in ("pairs", "sums"):
+            raise ProtocolError(f"{self!r} does not learn from parts (it reads 'mean' of each "
+                                f"round, which {call}() does not give): tell it their mean.")
+        if lacking:
             raise ProtocolError(
                 f"{self!r} reads {', '.join(repr(x) for x in lacking)} of each round, which "
-                f"the record told lacks (it gives {evidence.given() or 'the arms alone'}).")
-        self._observe_round(evidence, f"{type(self).__name__}.tell_round")
+                f"the record told by {call}() lacks (it gives "
+                f"{evidence.given() or 'the arms alone'}).")  # fmt: skip
+        self._observe_round(evidence, owner)
 
     def tell(self, arms: np.ndarray, gradients: np.ndarray, *, check: bool = True) -> None:
         """Record the outputs ``gradients`` (R, d) of the arms returned by the last ask.
 
         ``check=False`` skips the shape and finiteness checks, for callers that made them
         already (the simulator checks every oracle output once)."""
-        self._check_pending(arms, "tell")
         if check:
             R, _, d = self._shape  # type: ignore[misc]
             g = np.asarray(gradients, dtype=np.float64)
@@ -277,9 +296,14 @@ class Selector:
                 raise fail("gradients", owner, f"of shape ({R}, {d})", g.shape)
             if not np.all(np.isfinite(g)):
                 raise fail("gradients", owner, "finite (no NaN or Inf)", g)
-        else:
-            g = gradients
-        self._observe(arms, g)
+            self._record(RoundEvidence(arms, mean=g), "tell")
+            return
+        # the simulator's path: its oracle's outputs are checked once, where they are drawn
+        self._check_pending(arms, "tell")
+        if lacking := RoundEvidence(arms, mean=gradients).lacking(self.reads, self.goes_without):
+            raise ProtocolError(f"{self!r} reads {', '.join(repr(x) for x in lacking)} of each "
+                                "round, which a mean alone lacks.")  # fmt: skip
+        self._observe(arms, gradients)
 
     def tell_summary(self, arms: np.ndarray, sq_increment: np.ndarray,
                      gram_row: np.ndarray | None = None) -> None:  # fmt: skip
@@ -289,21 +313,22 @@ class Selector:
         pulled arm's :math:`\sum_i\|G_i - m\|^2`, shape (R,)) and ``gram_row`` (the pulled arm's
         row of the Gram matrix of the arms' means about a fixed reference, shape (R, N): what a
         rule with memory needs in its scalar shape)."""
-        self._check_pending(arms, "tell_summary")
-        self._observe_round(RoundEvidence(arms, sq_increment=sq_increment, gram_row=gram_row),
-                            f"{type(self).__name__}.tell_summary")  # fmt: skip
+        self._record(RoundEvidence(arms, sq_increment=sq_increment, gram_row=gram_row),
+                     "tell_summary")
 
     def tell_pair_sums(self, arms: np.ndarray, pair_sums: np.ndarray, weights: np.ndarray, *,
-                       noisy: bool = False, weighted_spread: Any = None) -> None:  # fmt: skip
+                       noisy: bool = False, weighted_spread: Any = None,
+                       **signal: Any) -> None:  # fmt: skip
         r"""Record a round from its parts' pair sums :math:`y = \sum_{i<j}\|g_i - g_j\|^2`,
         shape (R,), and weights, shape (R, m) (:mod:`eegrad.spread`): :meth:`tell_round` with
-        those fields alone. ``noisy``: unbiased estimates from a private release, which may be
+        those fields. ``noisy``: unbiased estimates from a private release, which may be
         negative. ``weighted_spread``: the same parts' :math:`Q`, shape (R,), for a rule that
-        reads it; not with ``noisy``."""
-        self._check_pending(arms, "tell_pair_sums")
-        self._observe_round(RoundEvidence(arms, pair_sums=pair_sums, weights=weights,
-                                          noisy=noisy, weighted_spread=weighted_spread),
-                            f"{type(self).__name__}.tell_pair_sums")  # fmt: skip
+        reads it; not with ``noisy``. ``signal``: the record's other fields a rule may read
+        (``mean_norm2``, ``persistence``, ``local_steps``: :class:`~eegrad.selectors.evidence.
+        RoundEvidence`), refused as any record where the rule reads them and they are not
+        given."""
+        self._record(RoundEvidence(arms, pair_sums=pair_sums, weights=weights, noisy=noisy,
+                                   weighted_spread=weighted_spread, **signal), "tell_pair_sums")
 
     def tell_spread_sums(self, arms: np.ndarray, weighted_spread: np.ndarray, n: np.ndarray,
                          total_weight: np.ndarray, total_weight2: np.ndarray,
@@ -312,11 +337,9 @@ class Selector:
         (:class:`eegrad.spread.SpreadSums`): :meth:`tell_round` with the weighted spread
         :math:`Q`, the parts' count n, :math:`W`, :math:`W_2` and :math:`\sum 1/\omega_i` (None:
         not sent), each of shape (R,)."""
-        self._check_pending(arms, "tell_spread_sums")
-        self._observe_round(RoundEvidence(arms, weighted_spread=weighted_spread, parts=n,
-                                          total_weight=total_weight, total_weight2=total_weight2,
-                                          inverse_weight_sum=inverse_weight_sum),
-                            f"{type(self).__name__}.tell_spread_sums")  # fmt: skip
+        self._record(RoundEvidence(arms, weighted_spread=weighted_spread, parts=n,
+                                   total_weight=total_weight, total_weight2=total_weight2,
+                                   inverse_weight_sum=inverse_weight_sum), "tell_spread_sums")
 
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
         """Check the round's statistic (:attr:`RoundEvidence.statistic`) and record it. A rule
@@ -358,7 +381,8 @@ class Selector:
             self.stats.mean[:] = mean
             self.stats.sq_dev[:] = sq_dev
 
-    def tell_parts(self, arms: np.ndarray, parts: np.ndarray, weights: np.ndarray) -> None:
+    def tell_parts(self, arms: np.ndarray, parts: np.ndarray, weights: np.ndarray,
+                   **signal: Any) -> None:  # fmt: skip
         r"""Record a pull told as its parts: the n updates whose weighted mean is the pull's
         output (federated clients, data-parallel workers), as the selector contract allows
         (docs/architecture.md, *Seams*).
@@ -376,7 +400,9 @@ class Selector:
         A rule that learns from parts (``uses_parts``, e.g. :class:`~eegrad.SpreadThompson`)
         is told their pair sum :math:`\sum_{i<j}\|g_i - g_j\|^2` and weights
         (:mod:`eegrad.spread`); any other rule the weighted mean
-        :math:`\sum_i \omega_i g_i / \sum_i \omega_i`, as if by :meth:`tell`.
+        :math:`\sum_i \omega_i g_i / \sum_i \omega_i`, as if by :meth:`tell`. ``signal``: as
+        :meth:`tell_pair_sums`'s. One record, as :meth:`tell_round`'s: refused where it lacks
+        what the rule reads.
         """
         self._check_pending(arms, "tell_parts")
         R, _, d = self._shape  # type: ignore[misc]
@@ -389,9 +415,11 @@ class Selector:
             raise fail("parts", owner, "finite (no NaN or Inf)", g)
         if self.uses_parts:
             q = weighted_spread(g, w) if self.uses_weighted_spread else None
-            self._observe_pairs(arms, pair_sum(g, w), w, q)
+            record = RoundEvidence(arms, pair_sums=pair_sum(g, w), weights=w, weighted_spread=q,
+                                   **signal)  # fmt: skip
         else:
-            self._observe(arms, weighted_mean(g, w))
+            record = RoundEvidence(arms, mean=weighted_mean(g, w), **signal)
+        self._record(record, "tell_parts")
 
     def withdraw(self) -> None:
         """Cancel the pending ask (its round is lost: nothing is recorded)."""
@@ -474,38 +502,6 @@ class Selector:
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
         """Take what the rule reads of the run's ``outlook`` before an ask (nothing, here)."""
-
-    def tell_costs(self, costs: Any, budget_left: float | None = None) -> None:
-        """Tell the expected cost of a round of every arm, shape (N,), and what is left of a
-        total budget, for the next ask: as :meth:`ask`'s ``outlook``, for a rule that reads
-        ``"costs"``; refused otherwise."""
-        if not self.uses_costs:
-            raise not_read(self, "costs", "weigh the cost of a round")
-        self._outlook_before_ask(Outlook(costs=costs, budget_left=budget_left), "tell_costs")
-
-    def tell_rounds_left(self, rounds: int) -> None:
-        """Tell the rounds the run has left, the next one included (>= 1), for the next ask:
-        as :meth:`ask`'s ``outlook``, for a rule that reads ``"rounds_left"``; refused
-        otherwise."""
-        if not self.uses_rounds_left:
-            raise not_read(self, "rounds_left", "weigh a round's noise against the rounds left")
-        self._outlook_before_ask(Outlook(rounds_left=rounds), "tell_rounds_left")
-
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        """The signal of the round just told, for a rule that reads ``"signal"``
-        (:class:`~eegrad.ProgressThompson`); refused otherwise. :meth:`tell_round` takes it in
-        the round's record."""
-        raise not_read(self, "signal", "learn from the signal of a pull's mean")
-
-    def tell_local_steps(self, arms: Any, steps: Any) -> None:
-        """The local steps of the pending pull, for a rule that reads ``"local_steps"``;
-        refused otherwise. :meth:`tell_round` takes them in the round's record."""
-        raise not_read(self, "local_steps", "learn from the clients' local steps")
-
-    def _outlook_before_ask(self, outlook: Outlook, call: str) -> None:
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: {call}() before init(R, N, d)")
-        self._look_ahead(outlook, f"{type(self).__name__}.{call}")
 
     # -- to override --------------------------------------------------------------------------
     def _select(self, t: int) -> np.ndarray:

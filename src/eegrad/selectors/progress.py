@@ -140,7 +140,6 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from .._validation import check_array, check_integer, check_real, fail
-from .base import ProtocolError
 from .evidence import Outlook, RoundEvidence
 from .registry import register_rule
 from .spread import SpreadThompson, leading_arms
@@ -237,7 +236,7 @@ class ProgressFit(SpreadThompson):
         self._curve = np.zeros((R, k))  # the curve as the rule uses it (signal_curve)
         self._fitted = np.zeros(R, bool)  # a fit has found a positive level
         # The clients' reported local steps, per arm (discounted by shape_discount): Σ 1 and
-        # Σ log k̄ (tell_local_steps); the log-signal curve is shrunk towards twice their slope.
+        # Σ log k̄ (the records' local_steps); the log-signal curve is shrunk towards twice their slope.
         self._steps_weight = np.zeros((R, N))
         self._steps_log = np.zeros((R, N))
         # The same weighted by the clients asked (a mean of n clients' steps counts n times),
@@ -269,30 +268,35 @@ class ProgressFit(SpreadThompson):
     # -- the round's record ------------------------------------------------------------------------
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
         """The round's local steps (the prior of the signal's curve), its spread, then its
-        mean's signal, in that order."""
+        mean's signal, in that order — each field checked first, so that a record refused
+        leaves the rule as it was."""
+        if ev.local_steps is not None:
+            self._checked_steps(ev.local_steps, owner)
+        if ev.mean_norm2 is not None:
+            self._checked_signal(ev.mean_norm2, ev.persistence, owner)
         if ev.local_steps is not None:
             self._note_local_steps(ev.arms, ev.local_steps, owner)
         super()._observe_round(ev, owner)
         if ev.mean_norm2 is not None:
             self._note_signal(ev.arms, ev.mean_norm2, ev.persistence, owner)
 
-    def _told_arms(self, arms: Any, call: str) -> np.ndarray:
-        """``arms`` of a tell call after init: R arm indices in 0..N − 1, else the error."""
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: {call}() before init(R, N, d)")
-        R, N, _ = self._shape
-        arms = np.asarray(arms)
-        if arms.shape != (R,) or not np.issubdtype(arms.dtype, np.integer) or \
-                np.any((arms < 0) | (arms >= N)):  # fmt: skip
-            raise fail("arms", f"{type(self).__name__}.{call}",
-                       f"R = {R} arm indices in 0..{N - 1}", arms)  # fmt: skip
-        return arms
+    def _checked_steps(self, steps: Any, owner: str) -> np.ndarray:
+        """The round's local steps, shape (R,), checked finite and > 0."""
+        k = check_array(steps, "steps", owner, shape=(self._shape[0],))
+        if np.any(k <= 0):
+            raise fail("steps", owner, "local steps > 0", k)
+        return k
 
-    def tell_signal(self, arms: Any, mean_norm2: Any, persistence: Any = None) -> None:
-        """Tell the signal of the round just told by its spread (:meth:`tell_round` takes both
-        in one record; :meth:`_note_signal` says what is read)."""
-        self._note_signal(self._told_arms(arms, "tell_signal"), mean_norm2, persistence,
-                          f"{type(self).__name__}.tell_signal")  # fmt: skip
+    def _checked_signal(self, mean_norm2: Any, persistence: Any,
+                        owner: str) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+        """The round's ‖ū‖² (finite, >= 0) and persistence (finite, or None), shape (R,)."""
+        R = self._shape[0]
+        y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
+        if np.any(y < 0):
+            raise fail("mean_norm2", owner, "squared norms >= 0", y)
+        p = None if persistence is None else check_array(persistence, "persistence", owner,
+                                                          shape=(R,))  # fmt: skip
+        return y, p
 
     def _note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
                      owner: str) -> None:
@@ -306,12 +310,7 @@ class ProgressFit(SpreadThompson):
         if self._before_any_spread:  # nothing yet to subtract the noise with
             self._round_noise, self._before_any_spread = None, False
             return
-        R = self._shape[0]
-        y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
-        if np.any(y < 0):
-            raise fail("mean_norm2", owner, "squared norms >= 0", y)
-        p = None if persistence is None else check_array(persistence, "persistence", owner,
-                                                          shape=(R,))  # fmt: skip
+        y, p = self._checked_signal(mean_norm2, persistence, owner)
         v = self.predicted()[self._rows, arms]
         own = self._round_noise  # the round's own noise, from its spread (None: no spread)
         v_round = v if own is None else np.where(np.isfinite(own), own, v)
@@ -437,19 +436,11 @@ class ProgressFit(SpreadThompson):
         rho = np.clip(rho, 0.8, 0.9999)
         return np.where(self._contraction_rounds >= _CONTRACTION_ROUNDS, rho, np.nan)
 
-    def tell_local_steps(self, arms: Any, steps: Any) -> None:
-        """Tell the local steps of the pending pull before its parts (:meth:`tell_round` takes
-        both in one record; :meth:`_note_local_steps` says what is read)."""
-        self._note_local_steps(self._told_arms(arms, "tell_local_steps"), steps,
-                               f"{type(self).__name__}.tell_local_steps")  # fmt: skip
-
     def _note_local_steps(self, arms: np.ndarray, steps: Any, owner: str) -> None:
         r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
         shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
         A round whose clients report none is simply not told."""
-        k = check_array(steps, "steps", owner, shape=(self._shape[0],))
-        if np.any(k <= 0):
-            raise fail("steps", owner, "local steps > 0", k)
+        k = self._checked_steps(steps, owner)
         self._steps_weight *= self.shape_discount
         self._steps_log *= self.shape_discount
         self._steps_weight[self._rows, arms] += 1.0
@@ -707,7 +698,7 @@ class ProgressFit(SpreadThompson):
         return self.steps_told() & ~self.steps_differ()
 
     def steps_told(self) -> np.ndarray:
-        """Whether the clients have reported their local steps (:meth:`tell_local_steps`),
+        """Whether the clients have reported their local steps (a record's ``local_steps``),
         shape (R,)."""
         return np.any(self._steps_weight > 0, axis=1)
 
