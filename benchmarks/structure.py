@@ -104,7 +104,12 @@ def rows(optax: Path | None) -> list[dict[str, Any]]:
         src = "\n".join("\n".join(lines[n.lineno - 1 - len(n.decorator_list):n.end_lineno])
                         for n in sorted(parts, key=lambda n: n.name != "scale_by_adam"))  # fmt: skip
         out.append(measure("Optax scale_by_adam (+ its state)", src, ()))
-    out.append(measure("EEGradStrategy", _source(fl.EEGradStrategy), MODES["EEGradStrategy"]))
+    out.append(measure("EEGradStrategy (the keywords' factory)", _source(fl.EEGradStrategy),
+                       MODES["EEGradStrategy"]))  # fmt: skip
+    from eegrad.flower import round_loop
+
+    out.append(measure("RoundLoop (the rounds over the parts)", _source(round_loop.RoundLoop),
+                       MODES["EEGradStrategy"]))  # fmt: skip
     driver = getattr(fl, "driver", None)
     if driver is not None and hasattr(driver, "RuleDriver"):
         out.append(measure("RuleDriver", _source(driver.RuleDriver), MODES["rule"]))

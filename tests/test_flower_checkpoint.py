@@ -126,7 +126,7 @@ def test_a_checkpoint_of_another_default_rule_is_refused(tmp_path, monkeypatch):
     # The default rule's noise model is part of what a checkpoint must share: a run saved with
     # the first-order default (its state a 2 × 2 fit) does not continue under the second-order
     # one (3 × 3).
-    import eegrad.flower.strategy as strategy_module
+    import eegrad.flower.round_loop as strategy_module
 
     ck = tmp_path / "server.npz"
     monkeypatch.setattr(strategy_module, "DEFAULT_NOISE_ORDER", 1)

@@ -83,6 +83,10 @@ class BuiltInStep:
         """What a checkpoint must share with this aggregator."""
         return {"strategy": None}
 
+    def settings(self) -> dict[str, float]:
+        """The step's η and the share of nodes that evaluate (a checkpoint's fingerprint)."""
+        return {"server_lr": self.server_lr, "fraction_evaluate": self.fraction_evaluate}
+
     def reset(self) -> None:
         """Before a fresh run: nothing to reset."""
 
@@ -104,7 +108,7 @@ class BuiltInStep:
         r""":math:`w \leftarrow w - \eta\rho G`, array by array in the model's dtypes (ρ the
         round's ``scale``); the clients' metrics, their weighted means."""
         out = {}
-        for k, w, g in zip(rnd["keys"], rnd["model"], G, strict=True):
+        for k, w, g in zip(rnd.keys, rnd.model, G, strict=True):
             new = w - (self.server_lr * scale) * g.reshape(w.shape)
             out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
         return ArrayRecord(out), fold.client_metrics()
@@ -196,6 +200,10 @@ class InnerStrategy:
                 raise fail("damp_exploration", owner, f"False with {name} ({why}: its step "
                            "cannot be scaled)", True)  # fmt: skip
 
+    def settings(self) -> dict[str, float]:
+        """η 1 (its own step applies) and no evaluation of eegrad's (its own evaluates)."""
+        return {"server_lr": 1.0, "fraction_evaluate": 0.0}
+
     def fingerprint(self) -> dict[str, Any]:
         """Its class and its hyperparameters as given."""
         return {"strategy": type(self.strategy).__name__,
@@ -229,7 +237,7 @@ class InnerStrategy:
         round's total weight and the clients' metrics (a linear strategy), or of the replies
         ``kept``."""
         given = list(kept) if self.keeps_replies else [mean_reply(
-            rnd["model"], rnd["keys"], G, scale, fold.total_weight, fold.client_metrics(),
+            rnd.model, rnd.keys, G, scale, fold.total_weight, fold.client_metrics(),
             arrayrecord_key=self.keys["arrayrecord_key"],
             weighted_by_key=self.keys["weighted_by_key"])]  # fmt: skip
         return self.strategy.aggregate_train(server_round, given)

@@ -124,6 +124,8 @@ class RoundBudget:
 
     #: The run's total (None: a budget per round).
     total = None
+    #: Whether a round's cost grows with its clients (the default rule then weighs it).
+    per_cost = False
     #: What of a rule's outlook this budget tells it before each ask (:meth:`outlook`).
     supplies = frozenset({"rounds_left"})
     #: Record columns this budget adds.
@@ -132,8 +134,13 @@ class RoundBudget:
     cost_required = False
 
     def __init__(self, budget: float, c_min: float | None, aggregation: Any, *,
-                 cost_metric: str, owner: str = "EEGradStrategy") -> None:  # fmt: skip
+                 cost_metric: str, cost_scale: float = 1.0, round_cost: str = "sum",
+                 owner: str = "EEGradStrategy") -> None:  # fmt: skip
         self.budget = check_real(budget, "budget", owner, gt=0)
+        if round_cost not in ROUND_COSTS:
+            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
+        #: The settings a fold reads a reply's cost with, and the fingerprint names.
+        self.round_cost, self.cost_scale = round_cost, cost_scale
         if c_min is None:
             raise fail("c_min", owner, "the least a client's participation costs, > 0, "
                        "with a per-round budget", None)  # fmt: skip
@@ -159,6 +166,18 @@ class RoundBudget:
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Nothing to refuse under central DP: the clients are sent their shares, and the
         records say what was sent, not what a client reported."""
+
+    def say_arms(self, num_nodes: int) -> None:
+        """Where fewer nodes are connected than the budget affords clients, say so."""
+        if num_nodes < self.max_arms:
+            log(WARNING, "EE-Grad: %d nodes are connected, so a round asks 1 to %d clients, "
+                "where the budget affords up to N = %d: connect more nodes to let the rule "
+                "choose among them (in Flower's local simulation: flwr federation "
+                "simulation-config @none/default local --num-supernodes N)", num_nodes,
+                num_nodes, self.max_arms)  # fmt: skip
+
+    def say_left(self, state: RunState) -> None:
+        """Nothing is left at a run's end: B a round is spent every round."""
 
     def resolve(self, num_rounds: int | None, num_nodes: int) -> None:
         """Nothing to settle at the run's start: B a round is given."""
@@ -260,6 +279,8 @@ class TotalBudget:
     max_arms = None
     #: B of a round (None: the run has a total instead).
     budget = None
+    #: Whether a round's cost grows with its clients (the default rule then weighs it).
+    per_cost = True
 
     def __init__(self, total: float | FedAvgSpend, c_min: float | None, aggregation: Any, *,
                  round_cost: str, cost_metric: str | None, cost_scale: float,
@@ -396,6 +417,25 @@ class TotalBudget:
         affordable = max(self.total - state.cost - server, 0.0) / self.cost_scale
         return affordable if timeout is None else min(float(timeout), affordable)
 
+    def say_arms(self, num_nodes: int) -> None:
+        """Nothing to say: every node connected is an arm."""
+
+    def say_left(self, state: RunState) -> None:
+        """At a run's end by its rounds: what of the budget is left, and why."""
+        records = state.records
+        if self.total is None or not records:
+            return
+        left = self.total - state.cost
+        if left <= 1e-9 * self.total:
+            return
+        last = records[-1]
+        why = ("its last round asked every node connected: the rounds could spend no more"
+               if last["arm"] >= (last["nodes_connected"] or 0) else
+               "no split of it over the rounds left lowered the final model's noise: the "
+               "rule's plan kept it")  # fmt: skip
+        log(INFO, "EE-Grad: the run's %d rounds are done with %.4g of the budget %g left (%s)",
+            state.server_round, left, self.total, why)  # fmt: skip
+
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Nothing to check: every reply's cost was required as it was read."""
 
@@ -472,8 +512,7 @@ def make_budget(budget: float | None, total_budget: float | None, c_min: float |
     if budget is not None and isinstance(budget, FedAvgSpend):
         raise fail("budget", owner, "a number (FedAvgSpend is a total: total_budget=)", budget)
     if total_budget is None:
-        if round_cost not in ROUND_COSTS:
-            raise fail("round_cost", owner, f"one of {ROUND_COSTS}", round_cost)
-        return RoundBudget(budget, c_min, aggregation, cost_metric=cost_metric, owner=owner)
+        return RoundBudget(budget, c_min, aggregation, cost_metric=cost_metric,
+                           cost_scale=cost_scale, round_cost=round_cost, owner=owner)  # fmt: skip
     return TotalBudget(total_budget, c_min, aggregation, round_cost=round_cost,
                        cost_metric=cost_metric, cost_scale=cost_scale, owner=owner)  # fmt: skip

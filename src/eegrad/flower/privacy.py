@@ -81,6 +81,8 @@ REPLACE_ONE_SENSITIVITY = 2.0 * _update_clip_ratio()
 class PrivacyBudgetExhausted(RunStopped):
     """The next round's release would take the cumulative ε past ``max_epsilon``."""
 
+    what = "the privacy budget is spent"
+
 
 @dataclass(frozen=True)
 class CentralDP:

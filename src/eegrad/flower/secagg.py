@@ -275,7 +275,7 @@ class SecAggPlusStrategy(LegacyStrategy):
         rnd = self.strategy.pending_round
         if rnd is not None:
             log(INFO, "EE-Grad: SecAgg+ halted at server round %d: the round is lost",
-                rnd["server_round"])  # fmt: skip
+                rnd.server_round)  # fmt: skip
             self.strategy.lose_pending_round({OUTCOME_COLUMN: "halted"})
 
     def configure_fit(self, server_round: int, parameters: Parameters,
@@ -296,13 +296,13 @@ class SecAggPlusStrategy(LegacyStrategy):
         s = self.strategy
         rnd = s.pending_round
         replied = {int(proxy.node_id) for proxy, _ in results}
-        failed = [nid for nid in rnd["nodes"] if nid not in replied]
+        failed = [nid for nid in rnd.nodes if nid not in replied]
         means = parameters_to_ndarrays(results[0][1].parameters) if results else []
         costs = {int(p.node_id): reply_cost(
-            r.metrics, reply_source(p.node_id, rnd["server_round"]),
-            cost_metric=s.cost_metric, cost_scale=s.cost_scale,
-            required=s.budget is None) for p, r in results}  # fmt: skip
-        fold = SecAggFold(rnd["server_round"], rnd["keys"], rnd["model"], means=means,
+            r.metrics, reply_source(p.node_id, rnd.server_round),
+            cost_metric=s.budgeting.cost_metric, cost_scale=s.budgeting.cost_scale,
+            required=s.budgeting.cost_required) for p, r in results}  # fmt: skip
+        fold = SecAggFold(rnd.server_round, rnd.keys, rnd.model, means=means,
                           weights=[float(r.num_examples) for _, r in results], node_costs=costs,
                           clip=self.bounds[CLIP_KEY], norm2_bound=self.bounds[NORM2_BOUND_KEY],
                           quantization_range=self.quantization_range,
@@ -408,7 +408,7 @@ def start_secaggplus(
             DefaultWorkflow(fit_workflow=workflow)(grid, legacy)
         except STOPS as stop:  # a budget of privacy or cost spent: the rounds run stand
             log(INFO, "EE-Grad: budget reached under SecAgg+. %s", stop)
-            strategy.stopped = str(stop)
+            strategy.state.stopped = f"{stop.what}: {stop}"
         adapter.lose_pending_round()  # a last round that halted
         result.arrays = adapter.as_record(
             legacy.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays())

@@ -21,7 +21,7 @@ import numpy as np
 from .driver import RuleDriver
 from .privacy import PrivateRounds
 
-__all__ = ["RunState", "Streams"]
+__all__ = ["PendingRound", "RunState", "Streams"]
 
 
 @dataclass
@@ -62,6 +62,38 @@ class Streams:
 
 
 @dataclass
+class PendingRound:
+    """A round asked whose replies are not yet all folded: what the round's record and step
+    read of its asking.
+
+    Parameters
+    ----------
+    server_round : int
+        The run's round (a resumed run's counted on).
+    n : int
+        The clients the rule asked for.
+    nodes : list of int
+        The nodes asked.
+    keys : list of str
+        The model's array names.
+    model : list of ndarray
+        The round's model, its arrays (views of the message's bytes).
+    timeout : float or None
+        How long the round waits for its replies, in seconds (its budget's cap on Flower's).
+    why : str or None
+        Why the rule asked n (where the log or a callback reads it).
+    """
+
+    server_round: int
+    n: int
+    nodes: list[int]
+    keys: list[str]
+    model: list[np.ndarray]
+    timeout: float | None = None
+    why: str | None = None
+
+
+@dataclass
 class RunState:
     """Everything a run of :class:`~eegrad.flower.EEGradStrategy` changes.
 
@@ -93,6 +125,21 @@ class RunState:
     client_costs : dict
         With a total budget: each node's latest reported cost, by node id
         (:class:`~eegrad.flower.round_costs.RoundCosts`).
+    rounds_done, num_rounds, min_clients, timeout : int, int, int, float
+        The session (not saved): the rounds a resumed run had done at its start, the run's last
+        server round, the fewest clients a round can run (2 under SecAgg+), how long a round
+        waits for its replies (None: no limit).
+    first_round, said_fewer, said_more, nodes_connected : bool, bool, bool, int
+        Whether the next round is the run's first (it waits for the nodes), whether fewer or
+        more nodes than planned were said, the nodes connected at the pending round.
+    pending : PendingRound or None
+        The round asked whose replies are not yet folded.
+    latest, evaluated, evaluates : ArrayRecord, dict, bool
+        The model the next round starts from, the federated evaluations by round, whether the
+        start was given an ``evaluate_fn``.
+    spent, stopped : RunStopped or None, str or None
+        Why the next round cannot run (a budget spent), and why the run ended before its
+        rounds.
     """
 
     streams: Streams
@@ -107,6 +154,21 @@ class RunState:
     private: PrivateRounds | None = None
     inner: dict[str, Any] | None = None
     client_costs: dict[int, float] = field(default_factory=dict)
+    # -- the run's session: set by its start and its rounds, not saved (a resume sets it anew)
+    rounds_done: int = 0
+    num_rounds: int | None = None
+    min_clients: int = 1
+    timeout: float | None = None
+    first_round: bool = True
+    said_fewer: bool = False
+    said_more: bool = False
+    nodes_connected: int | None = None
+    pending: PendingRound | None = None
+    latest: Any = None
+    evaluated: dict[int, Any] = field(default_factory=dict)
+    evaluates: bool = False
+    spent: Any = None
+    stopped: str | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """The state as plain values (the rule's driver and the generators as objects that

@@ -14,3 +14,6 @@ __all__ = ["RunStopped"]
 class RunStopped(Exception):
     """A budget of the run is spent (its cost, :class:`~eegrad.flower.BudgetSpent`, or its
     privacy, :class:`~eegrad.flower.PrivacyBudgetExhausted`): the next round does not run."""
+
+    #: What is spent, in words for the run's last lines.
+    what = "the budget is spent"
