@@ -404,3 +404,20 @@ def test_the_character_model_learns_a_client_and_holds_the_flat_interface():
     w1, _ = local_train(model, w0, X, y, epochs=10, lr=0.5, rng=np.random.default_rng(1))
     assert model.loss(w1, X, y) < model.loss(w0, X, y)
     assert model.accuracy(w1, X, y) > 0.5
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_diverging_rate_is_a_run_of_infinite_loss_which_tuning_never_picks(tmp_path):
+    """A learning rate whose updates overflow ends the run, not the bench (it stopped a whole
+    bench): the run is one row of infinite loss, saved and read back as such, and tuning picks
+    a rate that did not diverge."""
+    from eegrad.bench import _tune
+
+    rows, arms = runner.job(str(tmp_path), "digits-mlp-20", "guess", 0, 1e6, True)
+    assert rows[-1]["train_loss"] == np.inf
+    assert arms == []
+    again, _ = runner.job(str(tmp_path), "digits-mlp-20", "guess", 0, 1e6, True)  # from the store
+    assert again[-1]["train_loss"] == np.inf
+    fine = runner.job(None, "digits-mlp-20", "guess", 0, 0.1, True)
+    todo = [("digits-mlp-20", "guess", 0, 1e6, True), ("digits-mlp-20", "guess", 0, 0.1, True)]
+    assert _tune([(rows, arms), fine], todo) == {"digits-mlp-20": {"guess": 0.1}}

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import fail
+from .._validation import NonFiniteGradientError, fail
 from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from ..results import atomic_write_bytes, write_table
@@ -348,8 +348,8 @@ def saved_run(store: Path, setting: str, method: str, seed: int, lr: float,
                 r[k] = int(r[k])
             for k in ("cost", "wall_clock", "train_loss", "test_accuracy"):
                 r[k] = float(r[k])
-                if not math.isfinite(r[k]):
-                    return None
+                if math.isnan(r[k]) or (k != "train_loss" and not math.isfinite(r[k])):
+                    return None  # a diverged run's loss alone is infinite (diverged_row)
         for a in arms:
             a["round"], a["n"], a["seed"] = int(a["round"]), int(a["n"]), int(a["seed"])
     except (KeyError, ValueError, TypeError):
@@ -369,6 +369,16 @@ def save_run(store: Path, setting: str, method: str, seed: int, lr: float, quick
         describe(setting, method, seed, lr, quick), indent=1).encode())  # fmt: skip
 
 
+def diverged_row(setting: str, method: str, seed: int) -> dict[str, Any]:
+    """The one row of a run whose learning rate diverged (a client's update not finite):
+    infinite training loss and no accuracy, at no cost, so that tuning never picks its rate
+    and a report shows it."""
+    s = SETTINGS[setting]
+    return {"setting": setting, "dataset": s.dataset, "split": s.split, "method": method,
+            "seed": seed, "round": 0, "cost": 0.0, "wall_clock": 0.0,
+            "train_loss": math.inf, "test_accuracy": 0.0}  # fmt: skip
+
+
 def job(store: str | None, setting: str, method: str, seed: int, lr: float,
         quick: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """A run, from the store where saved, else run and saved."""
@@ -376,7 +386,10 @@ def job(store: str | None, setting: str, method: str, seed: int, lr: float,
         saved = saved_run(Path(store), setting, method, seed, lr, quick)
         if saved is not None:
             return saved
-    rows, arms = run_one(setting, method, seed, lr, quick)
+    try:
+        rows, arms = run_one(setting, method, seed, lr, quick)
+    except NonFiniteGradientError:  # the rate diverged: a run of infinite loss, no accuracy
+        rows, arms = [diverged_row(setting, method, seed)], []
     if store is not None:
         save_run(Path(store), setting, method, seed, lr, quick, rows, arms)
     return rows, arms
