@@ -21,6 +21,10 @@ import pytest
 
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
+#: Every test here starts Flower's own processes: CI runs them as a step of their own
+#: (.ci/run), after the README's test command, which leaves them out.
+pytestmark = pytest.mark.deployment
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BIN = Path(sys.executable).parent  # Flower's commands, from the interpreter running the tests
 ROUNDS, NODES = 2, 2
