@@ -189,7 +189,7 @@ def test_every_method_runs_your_fedavgs_rounds_within_the_budget():
     default and a fixed n given the default's last round spend it within one round's cost."""
     fed = runner.federation("digits-softmax-20-fixed", seed=0, quick=True)
     largest_round = 20 * max(c.size for c in fed.clients) * 2 * 0.01 + fed.aggregation(20)
-    for method in ("default", "guess", "fedavg-1", "fedavg-1-last", "grow", "isp",
+    for method in ("default", "guess", "fedavg-1", "fedavg-1-last", "grow", "isp", "bara",
                    "noise-scale"):  # fmt: skip
         rows, arms = runner.run_one("digits-softmax-20-fixed", method, 0, 0.3, quick=True)
         assert tuple(rows[0]) == runner.COLUMNS
@@ -198,7 +198,7 @@ def test_every_method_runs_your_fedavgs_rounds_within_the_budget():
         assert max(a["round"] for a in arms) <= fed.rounds, method
         cost = rows[-1]["cost"]
         assert cost <= fed.budget + 0.5 * largest_round, method
-        if method in ("default", "guess", "fedavg-1-last"):
+        if method in ("default", "guess", "fedavg-1-last", "bara"):
             assert fed.budget - largest_round <= cost, method
 
 
@@ -421,3 +421,15 @@ def test_a_diverging_rate_is_a_run_of_infinite_loss_which_tuning_never_picks(tmp
     fine = runner.job(None, "digits-mlp-20", "guess", 0, 0.1, True)
     todo = [("digits-mlp-20", "guess", 0, 1e6, True), ("digits-mlp-20", "guess", 0, 0.1, True)]
     assert _tune([(rows, arms), fine], todo) == {"digits-mlp-20": {"guess": 0.1}}
+
+
+def test_gp_ucb_picks_the_peak_of_a_smooth_reward_once_it_is_seen():
+    """Rewards of −(ln n − ln 8)² seen at n = 1..32 over the run's first half: the GP's upper
+    bound is largest at the peak, n = 8, among the candidates; with β = 0 its mean alone."""
+    from eegrad.bench.methods import gp_ucb_choice
+
+    seen = [1, 2, 4, 8, 16, 32] * 2
+    points = [(np.log(n), 0.05 * i) for i, n in enumerate(seen)]
+    rewards = [-(np.log(n) - np.log(8)) ** 2 for n in seen]
+    assert gp_ucb_choice(points, rewards, list(range(1, 33)), 0.6, beta=0.0) == 8
+    assert gp_ucb_choice(points, rewards, [1, 2, 3, 30], 0.6, beta=0.0) == 3

@@ -14,6 +14,12 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
                  the spread as eegrad's default reads it: the critical number of clients
                  :math:`n^* = v_1 / s_1`, one client's update variance over the squared norm of
                  its mean (:class:`NoiseScaleRule`; warm-up and last round as the default's)
+``bara``         BARA-style (Bayesian optimisation of the budget's split over rounds, after Zhang
+                 et al., IJCAI 2023): each round's n by GP-UCB over (log n, the round's share of
+                 the run), the reward of a round the fall of the validation loss it made (the
+                 pooled validation splits, ISP's trust set), within what leaves every later
+                 round one client, the last round the most the budget left affords
+                 (:func:`make_bara`)
 ``isp``          ISP (Skorik et al., arXiv 2508.13803; its public code), re-implemented as a
                  Flower strategy (:func:`make_isp`): its probe rounds charged as any round, its
                  trust set the clients' validation splits pooled (a tenth of each client's
@@ -41,8 +47,8 @@ from ..selectors.budget import BudgetThompson
 from ..selectors.evidence import OPTIONAL, Outlook
 from ..selectors.progress import ProgressThompson
 
-__all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "NoiseScaleRule", "ema", "guess_n",
-           "isp_choice", "make_isp", "phase_counts"]  # fmt: skip
+__all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "NoiseScaleRule", "ema", "gp_ucb_choice",
+           "guess_n", "isp_choice", "make_bara", "make_isp", "phase_counts"]  # fmt: skip
 
 #: The budget's phases of ``grow`` and ``decay``: n changes at each quarter spent.
 PHASES = 4
@@ -330,3 +336,113 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
             return self
 
     return ISPStrategy()
+
+
+def gp_ucb_choice(points: list[tuple[float, float]], rewards: list[float], candidates: list[int],
+                  progress: float, beta: float = 2.0) -> int:  # fmt: skip
+    r"""The n of ``candidates`` of largest upper confidence bound :math:`\mu + \beta\sigma` of a
+    Gaussian process fitted to the rounds seen (``points``: (ln n, the run's share done);
+    ``rewards``: what each round's loss fell), at the run's share ``progress`` done
+    (scikit-learn's ``GaussianProcessRegressor``: a constant times an RBF kernel plus white
+    noise, the targets normalised, its hyperparameters fitted, no random restarts)."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    kernel = ConstantKernel(1.0) * RBF(length_scale=[1.0, 0.3]) + WhiteKernel(0.1)
+    gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0)
+    import warnings
+
+    with warnings.catch_warnings():  # a few points: the fit's bounds warnings say nothing new
+        warnings.simplefilter("ignore")
+        gp.fit(np.asarray(points, dtype=np.float64), np.asarray(rewards, dtype=np.float64))
+    grid = np.array([[math.log(n), progress] for n in candidates])
+    mu, sd = gp.predict(grid, return_std=True)
+    return int(candidates[int(np.argmax(mu + beta * sd))])
+
+
+def make_bara(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
+              cost_scale: float, round_cost: str, validate: Any, m0: int,
+              beta: float = 2.0, warmup: int = 3) -> Any:  # fmt: skip
+    """BARA-style GP-UCB on Flower's ``FedAvg`` (a subclass made here), with the benchmark's
+    total-budget accounting (as :func:`make_isp`'s): ``warmup`` rounds at the even split of
+    the budget over the rounds (``m0`` clients before any cost is known: one), then the n of
+    :func:`gp_ucb_choice` among those that leave every later round one client at the costliest
+    client seen; the run's last round asks the most clients the budget left affords.
+    ``validate(w_arrays) -> loss`` is the server's validation loss (not charged)."""
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg, Result
+
+    class BARAStrategy(FedAvg):
+        def __init__(self) -> None:
+            super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
+                             min_available_nodes=K)  # fmt: skip
+            self.cost, self.costliest, self.rounds = 0.0, 0.0, 0
+            self.records: list[dict[str, Any]] = []
+            self.latest: ArrayRecord | None = None
+            self.points: list[tuple[float, float]] = []
+            self.rewards: list[float] = []
+            self.num_rounds = 1
+            self.before = math.nan
+
+        def _worst(self, n: int) -> float:
+            return n * self.costliest + float(aggregation(n))
+
+        def _choose(self) -> int:
+            if self.costliest == 0.0:  # no cost known: one client, as the default's first round
+                return 1
+            h = max(self.num_rounds - self.rounds, 1)  # the rounds left, this one included
+            left = total_budget - self.cost
+            fits = [n for n in range(1, K + 1) if self._worst(n) <= left]
+            if not fits:
+                raise _Spent
+            if h == 1:  # the last round: the most the budget left affords
+                return fits[-1]
+            reserve = (h - 1) * self._worst(1)  # every later round one client
+            room = [n for n in fits if self._worst(n) <= left - reserve] or [1]
+            if self.rounds < warmup or len(self.rewards) < 2:
+                even = max(1, int((left / h - float(aggregation(1))) / self.costliest))
+                return min(even, room[-1])
+            return gp_ucb_choice(self.points, self.rewards, room, self.rounds / self.num_rounds,
+                                 beta)  # fmt: skip
+
+        def configure_train(self, server_round: int, arrays: ArrayRecord, config: Any,
+                            grid: Any) -> Any:  # fmt: skip
+            self.latest = arrays
+            self.before = validate(arrays)
+            self.n = self._choose() if self.rounds else min(m0, 1)
+            self.fraction_train = self.n / len(list(grid.get_node_ids()))
+            self.min_train_nodes = self.n
+            return super().configure_train(server_round, arrays, config, grid)
+
+        def aggregate_train(self, server_round: int, replies: Any) -> Any:
+            replies = [m for m in replies if not m.has_error()]
+            costs = [cost_scale * float(m.content["metrics"][cost_metric]) for m in replies]
+            self.costliest = max([self.costliest, *costs])
+            self.cost += (max(costs, default=0.0) if round_cost == "slowest" else sum(costs)) + \
+                float(aggregation(self.n))  # fmt: skip
+            arrays, metrics = super().aggregate_train(server_round, replies)
+            if arrays is not None:
+                self.latest = arrays
+                self.points.append((math.log(self.n), self.rounds / self.num_rounds))
+                self.rewards.append(self.before - validate(arrays))
+            self.rounds += 1
+            self.records.append({"server_round": server_round, "arm": self.n, "cost": self.cost})
+            return arrays, metrics
+
+        def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3,
+                  timeout: float = 3600, train_config: Any = None,
+                  evaluate_config: Any = None, evaluate_fn: Any = None) -> Any:  # fmt: skip
+            self.num_rounds = int(num_rounds)
+            try:
+                return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
+                                     evaluate_config, evaluate_fn)  # fmt: skip
+            except _Spent:
+                result = Result()
+                result.arrays = self.latest
+                return result
+
+        @property
+        def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
+            return self
+
+    return BARAStrategy()

@@ -28,9 +28,9 @@ __all__ = ["BOOTSTRAP", "TARGET_SHARE", "ratio_interval", "report", "summarise"]
 TARGET_SHARE = 0.95
 #: The methods shown beside the fixed n, in the tables' order ("last": the best fixed n
 #: given the default's last round).
-SHOWN = ("default", "guess", "last", "grow", "decay", "isp", "noise-scale")
+SHOWN = ("default", "guess", "last", "grow", "decay", "isp", "bara", "noise-scale")
 #: How the tables name the methods.
-LABELS = {"guess": "your FedAvg", "last": "fixed n + last round"}
+LABELS = {"guess": "your FedAvg", "last": "fixed n + last round", "bara": "BARA-style"}
 #: Bootstrap resamples of the seeds for a ratio's interval.
 BOOTSTRAP = 2000
 
@@ -290,7 +290,7 @@ def _targets(summary: dict[str, dict[str, Any]]) -> list[str]:
                      f"on the geometric mean: {r:.3f} (95 % {lo:.3f}–{hi:.3f}), {verdict}; "
                      f"accuracy {pts:+.1f} points.")
         ahead, behind = [], []
-        for m in ("grow", "decay", "isp", "last"):
+        for m in ("grow", "decay", "isp", "bara", "last"):
             pairs = [(s["finals"]["default"]["loss"], s["finals"][m]["loss"])
                      for s in chosen if m in s["finals"]]  # fmt: skip
             if not pairs:

@@ -33,6 +33,7 @@ from .methods import (
     NoiseScaleRoundRule,
     NoiseScaleRule,
     guess_n,
+    make_bara,
     make_isp,
     phase_counts,
 )
@@ -47,7 +48,7 @@ __all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Fede
 COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wall_clock",
            "train_loss", "test_accuracy")  # fmt: skip
 #: The methods besides ``fedavg-<n>``.
-METHODS = ("default", "guess", "grow", "decay", "isp", "noise-scale")
+METHODS = ("default", "guess", "grow", "decay", "isp", "bara", "noise-scale")
 #: The clients' learning rates tried for each method (tuned on :data:`TUNING_SEEDS`).
 LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3), "cnn1d": (0.03, 0.1, 0.3),
            "charcnn": (0.1, 0.3, 1.0)}
@@ -172,7 +173,7 @@ def methods_of(setting: str, quick: bool = False) -> list[str]:
     default's last round, then :data:`METHODS` (ISP, which learns n from a total budget's
     probes, not under B a round)."""
     s = SETTINGS[setting]
-    others = [m for m in METHODS if not (m == "isp" and s.mode == "round")]
+    others = [m for m in METHODS if not (m in ("isp", "bara") and s.mode == "round")]
     counts = fixed_counts(s.K, quick, per_round=s.mode == "round")
     last = [] if s.mode == "round" else [f"fedavg-{n}-last" for n in counts]
     return [*(f"fedavg-{n}" for n in counts), *last, *others]
@@ -226,7 +227,7 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
     from ..selectors import FixedArm
 
     opts = fed.cost_options()
-    if method == "isp":
+    if method in ("isp", "bara"):
         rng = np.random.default_rng([seed, 23])
         val = np.concatenate([rng.choice(c, max(1, round(VALIDATION_SHARE * c.size)),
                                          replace=False) for c in fed.clients])  # fmt: skip
@@ -236,6 +237,9 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
             w = arrays["w"]
             return fed.model.loss(w.numpy() if hasattr(w, "numpy") else w, Xv, yv)
 
+        if method == "bara":
+            return make_bara(K=fed.K, total_budget=fed.budget, aggregation=fed.aggregation,
+                             validate=validate, m0=guess_n(fed.K), **opts)  # fmt: skip
         return make_isp(K=fed.K, total_budget=fed.budget, aggregation=fed.aggregation,
                         validate=validate, validation_cost=0.0, m0=guess_n(fed.K),
                         seed=seed, **opts)  # fmt: skip
