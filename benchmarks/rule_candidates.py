@@ -337,7 +337,7 @@ class KappaHeldWhereOneStep(ProgressThompson):
 
     def free_parameters(self) -> np.ndarray:
         free = super().free_parameters()
-        if free.shape[1] > 2 and hasattr(self, "_steps_clients"):  # (none while init runs)
+        if free.shape[1] > 2 and hasattr(self, "_steps"):  # (none while init runs)
             free[one_step(self), 2] = False
         return free
 

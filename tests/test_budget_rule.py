@@ -124,7 +124,7 @@ def test_rate_objective_follows_its_closed_form():
     for seed in range(3):
         rule = _contracting_signal_run(seed, K, d, rho, cost, 1e6)
         r = float(rule.contraction()[0])
-        v, s = rule.predicted()[0], float(np.exp(rule._log_level[0]))
+        v, s = rule.predicted()[0], float(np.exp(rule._level.log_level[0]))
         closed = (1 - r - (1 - np.sqrt(r)) ** 2 * v / s) / cost
         np.testing.assert_allclose(rule.rate_of_decrease(rule.predicted())[0], closed,
                                    rtol=1e-10)  # fmt: skip

@@ -15,6 +15,7 @@ from eegrad import (
 )
 from eegrad.selectors.evidence import Outlook, RoundEvidence
 from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minima, nonnegative_minimum
+from eegrad.selectors.progress_fits import shrink_to_prior
 from eegrad.testing import check_rule
 
 K, D = 20, 6
@@ -184,13 +185,13 @@ def test_shrink_to_prior_closed_form():
     # and a singular A (no variance to weigh the fit by) keeps it.
     A = np.array([[4.0, 0.0], [0.0, 1.0]])  # diag(A⁻¹) = (0.25, 1)
     fit, prior = np.array([3.0, 0.0]), 1.0
-    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 0.0, prior), fit)
+    np.testing.assert_allclose(shrink_to_prior(fit, A, 0.0, prior), fit)
     # σ² = 1: Var = (0.25, 1); off = (2, −1): keep = (1 − 0.25/4, 1 − 1/1) = (0.9375, 0)
-    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 1.0, prior),
+    np.testing.assert_allclose(shrink_to_prior(fit, A, 1.0, prior),
                                [1.0 + 2.0 * 0.9375, 1.0])  # fmt: skip
-    np.testing.assert_allclose(ProgressThompson.shrink_to_prior(fit, A, 1e9, prior), [1.0, 1.0])
+    np.testing.assert_allclose(shrink_to_prior(fit, A, 1e9, prior), [1.0, 1.0])
     singular = np.array([[1.0, 1.0], [1.0, 1.0]])
-    np.testing.assert_array_equal(ProgressThompson.shrink_to_prior(fit, singular, 1.0, prior), fit)
+    np.testing.assert_array_equal(shrink_to_prior(fit, singular, 1.0, prior), fit)
 
 
 def _pairs(rule, zhats, seed=0):
@@ -222,7 +223,7 @@ def test_with_equal_steps_thin_evidence_of_no_curvature_falls_back_to_the_prior(
     rule = _rule(discount=1.0)
     rule.init(1, K, D)
     prior = _pairs(rule, zhats)
-    raw = nonnegative_minimum(rule._persist_A[0], rule._persist_b[0])
+    raw = nonnegative_minimum(rule._persistence.A[0], rule._persistence.b[0])
     np.testing.assert_array_equal(raw, [0.0, 0.0])  # the bound: both costs 0
     lam = rule.curvature()[0]
     assert np.all(lam > 0.5 * prior), (lam, prior)
@@ -241,7 +242,7 @@ def test_with_equal_steps_consistent_evidence_keeps_the_fit():
     rule = _rule(discount=1.0)
     rule.init(1, K, D)
     prior = _pairs(rule, np.full(400, 0.05))
-    raw = nonnegative_minimum(rule._persist_A[0], rule._persist_b[0])
+    raw = nonnegative_minimum(rule._persistence.A[0], rule._persistence.b[0])
     lam = rule.curvature()[0]
     np.testing.assert_allclose(lam, np.maximum(raw, [0.0, 1e-3 * raw.max()]), rtol=1e-6)
     assert lam.max() < 0.2 * prior
@@ -561,10 +562,10 @@ def test_local_steps_are_told_through_the_estimator():
         with pytest.raises(InvalidParameterError, match="'steps'"):
             est.tell_local_steps(bad)
     est.tell_local_steps(4.0)
-    assert est.selector._steps_weight[0, n - 1] == 0.0  # not before the round is told
+    assert est.selector._steps.weight[0, n - 1] == 0.0  # not before the round is told
     est.tell_parts(np.ones((n, D)) + np.arange(n)[:, None], np.ones(n))
-    assert est.selector._steps_weight[0, n - 1] == 1.0
-    assert est.selector._steps_log[0, n - 1] == pytest.approx(np.log(4.0))
+    assert est.selector._steps.weight[0, n - 1] == 1.0
+    assert est.selector._steps.log[0, n - 1] == pytest.approx(np.log(4.0))
     spread = GradientEstimator(SpreadThompson(population=K, spend=SPEND), K, T=1, dim=D, rng=0)
     spread.ask()
     with pytest.raises(ProtocolError, match="not in its reads"):

@@ -199,7 +199,7 @@ class BudgetThompson(ProgressFit):
         today's excess, :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s`, shape (R, N), with ``noise``
         the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
         rho = self.contraction()[:, None]
-        s = np.exp(self._log_level)[:, None]  # the smoothed level
+        s = np.exp(self._level.log_level)[:, None]  # the smoothed level
         with np.errstate(invalid="ignore", divide="ignore"):
             return rho, (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
 

@@ -133,7 +133,6 @@ told and :math:`\Lambda = 1/(2x^*)`.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -141,16 +140,21 @@ from scipy.optimize import isotonic_regression
 
 from .._validation import check_array, check_integer, check_real, fail
 from .evidence import Outlook, RoundEvidence
+from .progress_fits import (
+    KeptFit,
+    LevelContraction,
+    LocalSteps,
+    PersistenceFit,
+    nonnegative_minima,
+    nonnegative_minimum,
+)
 from .registry import register_rule
 from .spread import SpreadThompson, leading_arms
 
-__all__ = ["ProgressFit", "ProgressThompson"]
+__all__ = ["ProgressFit", "ProgressThompson", "nonnegative_minima", "nonnegative_minimum"]
 
 _RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
 _NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_CONTRACTION_MEMORY = 0.97  # weight per round of age of the smoothed log-level
-_CONTRACTION_ROUNDS = 5  # rounds of ratios before the contraction is used
-_KEEP_PRIOR_PAIRS = 3.0  # pairs of rounds at "nothing forgotten" that kept() is shrunk with
 _SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
 _PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
 #: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
@@ -235,35 +239,18 @@ class ProgressFit(SpreadThompson):
         self._shape_beta = np.zeros((R, k))  # the shape's own fit (warm start)
         self._curve = np.zeros((R, k))  # the curve as the rule uses it (signal_curve)
         self._fitted = np.zeros(R, bool)  # a fit has found a positive level
-        # The clients' reported local steps, per arm (discounted by shape_discount): Σ 1 and
-        # Σ log k̄ (the records' local_steps); the log-signal curve is shrunk towards twice their slope.
-        self._steps_weight = np.zeros((R, N))
-        self._steps_log = np.zeros((R, N))
-        # The same weighted by the clients asked (a mean of n clients' steps counts n times),
-        # for the steps' regressor.
-        self._steps_clients = np.zeros((R, N))
-        self._steps_clients_log = np.zeros((R, N))
+        #: The clients' reported local steps by arm (discounted by shape_discount): the
+        #: log-signal curve is shrunk towards twice their slope.
+        self._steps = LocalSteps(R, N, self.shape_discount)
         self._round_noise = None  # the last round's own estimate of its noise
         # the last round told had fewer than two parts, and no round before it a spread
         self._before_any_spread = False
-        # Persistence (discounted, weighted): Σ w f fᵀ and Σ w f ẑ of the pairs of consecutive
-        # rounds, f = (2x, 2v/x) of the first, ẑ = 1 − ū'·ū/(x'x).
-        self._persist_A = np.zeros((R, 2, 2))
-        self._persist_b = np.zeros((R, 2))
-        self._persist_zz = np.zeros(R)  # Σ w ẑ², for the fit's residual variance
-        self._persist_pairs = np.zeros(R)  # Σ 1 over the pairs told (discounted)
         self._last = None  # (x, v) of the last round told a signal
-        self._last_round = None  # (‖ū‖², its own noise) of the last round told a signal
-        self._keep_num = np.zeros(R)  # Σ (ū_{t+1}·ū_t + v_t), discounted
-        self._keep_den = np.zeros(R)  # Σ ‖ū_t‖², discounted
-        self._keep_weight = np.zeros(R)  # Σ 1, discounted (the pairs' evidence)
-        self._keep_pairs = np.zeros(R)  # the pairs told (not discounted)
-        # The signal level's contraction per round: its smoothed log-level and the discounted
-        # mean of that one's changes.
-        self._log_level = np.full(R, np.nan)
-        self._contraction_sum = np.zeros(R)
-        self._contraction_weight = np.zeros(R)
-        self._contraction_rounds = np.zeros(R)
+        #: The curvature's costs from consecutive rounds, the signal level's contraction, and
+        #: what of a round's deviation the next keeps (:mod:`~eegrad.selectors.progress_fits`).
+        self._persistence = PersistenceFit(R)
+        self._level = LevelContraction(R)
+        self._kept = KeptFit(R)
 
     # -- the round's record ------------------------------------------------------------------------
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
@@ -342,114 +329,32 @@ class ProgressFit(SpreadThompson):
         self._shape_ss[rows, cols] += (qr * r * r)[known]
         self._shape_rounds[rows, cols] += 1.0
         self._fit_signal()
-        self._track_contraction()
+        level = self.signal().max(axis=1)
+        self._level.track(level, self._fitted & (level > 0))
         x = np.sqrt(self.signal()[self._rows, arms])
-        for arr in (self._persist_A, self._persist_b, self._persist_zz, self._persist_pairs):
-            arr *= lam
+        self._persistence.discount(lam)
         if p is not None and self._last is not None:
-            x0, v0 = self._last
-            s0 = x0 * x0
-            with np.errstate(invalid="ignore", divide="ignore"):
-                zhat = 1.0 - p / (x * x0)
-                f = np.stack([2.0 * x0, 2.0 * v0 / x0], axis=1)  # (R, 2)
-                # each pair weighted by its signal-to-noise (a noisy pair's ẑ is noisier)
-                w = (s0 / (s0 + v0)) * (x * x / (x * x + v))
-            ok = np.isfinite(zhat) & np.all(np.isfinite(f), axis=1) & np.isfinite(w) & (w > 0)
-            w = np.where(ok, w, 0.0)
-            f = np.where(ok[:, None], f, 0.0)
-            zhat = np.where(ok, zhat, 0.0)
-            self._persist_A += w[:, None, None] * f[:, :, None] * f[:, None, :]
-            self._persist_b += w[:, None] * f * zhat[:, None]
-            self._persist_zz += w * zhat * zhat
-            self._persist_pairs += ok
+            self._persistence.add(*self._last, x, v, p)
         self._last = (x, v)
-        self._note_kept(y, v_round, p)
-
-    def _note_kept(self, y: np.ndarray, v_round: np.ndarray, p: np.ndarray | None) -> None:
-        r"""Fold the pair of this round and the last into the fit of :meth:`kept`: with
-        ``p`` :math:`= \bar u_{t+1}\cdot\bar u_t`, the last round's :math:`\|\bar u_t\|^2`
-        and its own noise :math:`v_t` (this round's ``y`` and ``v_round`` are kept for the
-        next pair)."""
-        last, self._last_round = self._last_round, (y, v_round)
-        if p is None or last is None:
-            return
-        y0, v0 = last
-        ok = np.isfinite(p) & np.isfinite(v0) & (y0 > 0)
-        lam = self.discount
-        self._keep_num = np.where(ok, lam * self._keep_num + np.where(ok, p + v0, 0.0),
-                                  self._keep_num)  # fmt: skip
-        self._keep_den = np.where(ok, lam * self._keep_den + np.where(ok, y0, 0.0),
-                                  self._keep_den)  # fmt: skip
-        self._keep_weight = np.where(ok, lam * self._keep_weight + 1.0, self._keep_weight)
-        self._keep_pairs += ok
+        self._kept.note(y, v_round, p, lam)
 
     def kept(self) -> np.ndarray:
-        r""":math:`1 - \hat a`, shape (R,): the fraction of a round's deviation from the
-        optimum that the next round keeps, in [0, 1] (NaN until :data:`_CONTRACTION_ROUNDS`
-        pairs of consecutive rounds are told). On a quadratic whose rounds step
-        :math:`\bar u_t = a\delta_t - \xi_t` (δ the deviation, ξ the round's noise, of
-        variance :math:`v_t`), :math:`\delta_{t+1} = (1-a)\delta_t + \xi_t` and
-
-        .. math::
-
-            \mathbb E\,[\bar u_{t+1}\cdot\bar u_t] = (1 - a)\,\mathbb E\|\bar u_t\|^2 - v_t,
-
-        so that :math:`1 - a` is estimated by :math:`\sum(\bar u_{t+1}\cdot\bar u_t + v_t) /
-        \sum\|\bar u_t\|^2` over the pairs (discounted by ``discount`` a round), with
-        :math:`v_t` the round's own noise from its spread, shrunk towards 1 (nothing forgotten)
-        as if :data:`_KEEP_PRIOR_PAIRS` pairs had shown 1: a few noisy pairs do not swing it.
-        A round's noise reaches the run's end h rounds later shrunk by :math:`(1-a)^{2h}`."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_y = self._keep_den / self._keep_weight  # a pair's ‖ū_t‖², on average
-            prior = _KEEP_PRIOR_PAIRS * mean_y
-            keep = np.clip((self._keep_num + prior) / (self._keep_den + prior), 0.0, 1.0)
-        return np.where(self._keep_pairs >= _CONTRACTION_ROUNDS, keep, np.nan)
-
-    def _track_contraction(self) -> None:
-        """Fold the round's signal level into the smoothed log-level (memory
-        :data:`_CONTRACTION_MEMORY`: one round's level is a noisy fit, which a round of few
-        clients can put far off), and its change into the contraction's discounted mean."""
-        level = self.signal().max(axis=1)
-        ok = self._fitted & (level > 0)
-        lam = _CONTRACTION_MEMORY
-        with np.errstate(invalid="ignore", divide="ignore"):
-            log_level = np.where(ok, np.log(level), np.nan)
-        before = self._log_level  # the smoothed log-level (NaN: none yet)
-        first = ok & ~np.isfinite(before)
-        smooth = np.where(first, log_level,
-                          np.where(ok, lam * before + (1.0 - lam) * log_level, before))  # fmt: skip
-        step = ok & ~first
-        change = np.where(step, smooth - np.where(np.isfinite(before), before, 0.0), 0.0)
-        self._contraction_sum = np.where(step, lam * self._contraction_sum + change,
-                                         self._contraction_sum)  # fmt: skip
-        self._contraction_weight = np.where(step, lam * self._contraction_weight + 1.0,
-                                            self._contraction_weight)  # fmt: skip
-        self._contraction_rounds += step
-        self._log_level = smooth
+        r""":math:`1 - \hat a`, shape (R,): what of a round's deviation from the optimum the
+        next round keeps, in [0, 1] (NaN until a few pairs of consecutive rounds are told;
+        :class:`~eegrad.selectors.progress_fits.KeptFit`). A round's noise reaches the run's
+        end h rounds later shrunk by :math:`(1-a)^{2h}`."""
+        return self._kept.kept()
 
     def contraction(self) -> np.ndarray:
-        r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, the discounted
-        mean of the smoothed log-level's changes, in [0.8, 0.9999] (NaN until a few rounds have
-        shown it)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = np.exp(self._contraction_sum / self._contraction_weight)
-        rho = np.clip(rho, 0.8, 0.9999)
-        return np.where(self._contraction_rounds >= _CONTRACTION_ROUNDS, rho, np.nan)
+        r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, in [0.8, 0.9999]
+        (NaN until shown; :class:`~eegrad.selectors.progress_fits.LevelContraction`)."""
+        return self._level.contraction()
 
     def _note_local_steps(self, arms: np.ndarray, steps: Any, owner: str) -> None:
         r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
         shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
         A round whose clients report none is simply not told."""
-        k = self._checked_steps(steps, owner)
-        self._steps_weight *= self.shape_discount
-        self._steps_log *= self.shape_discount
-        self._steps_weight[self._rows, arms] += 1.0
-        self._steps_log[self._rows, arms] += np.log(k)
-        clients = arms + 1.0  # the clients asked, whose mean k̄ is
-        self._steps_clients *= self.shape_discount
-        self._steps_clients_log *= self.shape_discount
-        self._steps_clients[self._rows, arms] += clients
-        self._steps_clients_log[self._rows, arms] += clients * np.log(k)
+        self._steps.note(self._rows, arms, self._checked_steps(steps, owner))
         self._set_regressors()
 
     # -- the signal's curve and its prior -----------------------------------------------------------
@@ -461,16 +366,16 @@ class ProgressFit(SpreadThompson):
         happened to take more steps than a larger share's), interpolated in the log-spend
         between the arms told and constant beyond them (a share larger than any told is not
         assumed to buy more steps: a client's data can be exhausted); NaN in rows told none."""
-        R, N = self._steps_clients.shape
+        R, N = self._steps.clients.shape
         out = np.full((R, N), np.nan)
         ell = np.log(self._spend)
         order = np.argsort(ell, kind="stable")  # the arms by increasing spend
         for r in range(R):
-            q = self._steps_clients[r, order]
+            q = self._steps.clients[r, order]
             told = q > 0
             if not told.any():
                 continue
-            y = self._steps_clients_log[r, order][told] / q[told]
+            y = self._steps.clients_log[r, order][told] / q[told]
             fitted = isotonic_regression(y, weights=q[told], increasing=True).x
             out[r, order] = np.exp(np.interp(ell[order], ell[order][told], fitted))
         return out
@@ -510,13 +415,13 @@ class ProgressFit(SpreadThompson):
         coefficients have been told: a flat signal, FedSGD's)."""
         R, k = self._beta.shape
         prior = np.zeros((R, k))
-        q = self._steps_weight
+        q = self._steps.weight
         told = q > 0
         if k == 1 or not told.any():
             return prior
         prior[self._steps_regime, 1] = _STEPS_SLOPE
         with np.errstate(invalid="ignore", divide="ignore"):
-            y = np.where(told, self._steps_log / q, 0.0)
+            y = np.where(told, self._steps.log / q, 0.0)
         X = self._spend_features  # (N, k): 1, ℓ[, ℓ²]
         for r in range(R):
             # the steps' regressor has its prior; the spend's needs as many arms as coefficients
@@ -532,7 +437,7 @@ class ProgressFit(SpreadThompson):
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
         next round's persistence is not paired with the last one."""
         self._last = None
-        self._last_round = None
+        self._kept.forget()
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
                            coef: np.ndarray, line: np.ndarray,
@@ -644,39 +549,11 @@ class ProgressFit(SpreadThompson):
         round's signal and of its noise, the persistence's least-squares fit (non-negative), or
         the prior :math:`1/(2x^*)` each where the rounds have not shown them; where every arm
         takes the same local steps, the fit shrunk towards that prior by its evidence
-        (:meth:`shrink_to_prior`; the module's notes, *The curvature's evidence*).
+        (:func:`~eegrad.selectors.progress_fits.shrink_to_prior`; the module's notes,
+        *The curvature's evidence*).
         :math:`\Lambda_\xi` is at least a thousandth of the larger (ties between arms of one
         signal go to the least noise)."""
-        prior = self.curvature_prior()
-        A, b = self._persist_A, self._persist_b
-        out = np.repeat(prior[:, None], 2, axis=1)
-        equal = self.shrinks_curvature()
-        fits, found = nonnegative_minima(A, b)
-        out[found] = fits[found]
-        for r in np.flatnonzero(found & equal & (self._persist_pairs > 3)):
-            fit = fits[r]
-            rss = self._persist_zz[r] - 2.0 * b[r] @ fit + fit @ A[r] @ fit
-            sigma2 = max(float(rss), 0.0) / (self._persist_pairs[r] - 2.0)
-            out[r] = self.shrink_to_prior(fit, A[r], sigma2, prior[r])
-        out[:, 1] = np.maximum(out[:, 1], 1e-3 * out.max(axis=1))
-        return out
-
-    @staticmethod
-    def shrink_to_prior(fit: np.ndarray, normal: np.ndarray, sigma2: float,
-                        prior: float) -> np.ndarray:  # fmt: skip
-        r"""A least-squares fit of the curvature's costs, shape (k,), shrunk towards ``prior``
-        by its evidence: each component :math:`\max(0, p + (\hat\Lambda_j - p)\max(0, 1 -
-        \widehat{\mathrm{Var}}_j/(\hat\Lambda_j - p)^2))`, with :math:`\widehat{\mathrm{Var}}
-        = \hat\sigma^2 \operatorname{diag} A^{-1}` from the pairs' weighted normal matrix
-        ``normal`` (k, k) and residual variance ``sigma2`` (the fit itself where A is
-        singular: no variance to weigh it by)."""
-        if abs(np.linalg.det(normal)) <= 1e-12 * np.trace(normal) ** normal.shape[0]:
-            return fit
-        var = sigma2 * np.diag(np.linalg.inv(normal))
-        off = fit - prior
-        with np.errstate(invalid="ignore", divide="ignore"):
-            keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
-        return np.maximum(prior + off * np.nan_to_num(keep), 0.0)
+        return self._persistence.costs(self.curvature_prior(), self.shrinks_curvature())
 
     def curvature_prior(self) -> np.ndarray:
         r"""The curvature costs' prior :math:`1/(2x^*)`, shape (R,) (:math:`x^* = \max_n x_n`;
@@ -700,7 +577,7 @@ class ProgressFit(SpreadThompson):
     def steps_told(self) -> np.ndarray:
         """Whether the clients have reported their local steps (a record's ``local_steps``),
         shape (R,)."""
-        return np.any(self._steps_weight > 0, axis=1)
+        return self._steps.told()
 
     def steps_differ(self) -> np.ndarray:
         """Whether the clients' reported local steps differ between the arms, shape (R,): a
@@ -846,43 +723,3 @@ class ProgressThompson(ProgressFit):
             return super()._select(t)
         d = self._objective(self._sampled_noise())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
-
-
-def nonnegative_minimum(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """argmin over λ >= 0 of λᵀAλ − 2bᵀλ for a small k × k normal matrix A (positive
-    semi-definite), shape (k,) (None: no evidence). Every face of the orthant is tried: the
-    unconstrained minimum over each subset of free components (a subset whose block of A is
-    singular is skipped), the others at 0; the feasible one of least value wins (first in the
-    order: all free, then fewer). One row of :func:`nonnegative_minima`."""
-    fit, found = nonnegative_minima(A[None], b[None])
-    return fit[0] if found[0] else None
-
-
-def nonnegative_minima(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`nonnegative_minimum` of every row at once: A shape (R, k, k), b shape (R, k);
-    returns the minimisers, shape (R, k) (0 where none), and where there was evidence, shape
-    (R,) (a finite A of positive trace). Each face of the orthant is solved for all rows in
-    one batched call, so a Monte Carlo run of R realizations costs no Python loop over them."""
-    R, k = b.shape
-    found = np.all(np.isfinite(A), axis=(1, 2)) & (np.trace(A, axis1=1, axis2=2) > 0)
-    A = np.where(found[:, None, None], A, 0.0)
-    best = np.zeros((R, k))
-    first = np.full(R, np.inf)  # the least value among the feasible faces tried so far
-    for size in range(k, 0, -1):
-        for free in itertools.combinations(range(k), size):
-            idx = list(free)
-            block = A[:, idx][:, :, idx]
-            det = np.linalg.det(block)
-            ok = found & (np.abs(det) > 1e-12 * np.trace(block, axis1=1, axis2=2) ** size)
-            lam = np.zeros((R, k))
-            if size == 1:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    lam[:, idx] = b[:, idx] / block[:, :1, 0]
-            else:
-                safe = np.where(ok[:, None, None], block, np.eye(size))
-                lam[:, idx] = np.linalg.solve(safe, b[:, idx][..., None])[..., 0]
-            v = np.einsum("ri,rij,rj->r", lam, A, lam) - 2.0 * np.einsum("ri,ri->r", b, lam)
-            take = ok & np.all(lam >= 0, axis=1) & (v < first)
-            best[take], first[take] = lam[take], v[take]
-    best[first > 0] = 0.0  # the last candidate, λ = 0 (value 0), wins where no face is below it
-    return best, found
