@@ -177,9 +177,10 @@ class BudgetThompson(ProgressFit):
         return 1.0 if not np.isfinite(keep) else max(keep * keep, 1e-3)
 
     def planned_arms(self) -> np.ndarray:
-        r"""The split of the budget left over the rounds left (:func:`~eegrad.selectors.plan.
-        plan_rounds`), the next round first, for the first realization, with the fitted noise
-        of every n at equal weights; where the noise or the contraction is not yet fitted, :math:`v_n \propto 1/n - 1/K` and :math:`\rho = 1`."""
+        r"""The split of the budget left over the rounds left
+        (:func:`~eegrad.selectors.plan.plan_rounds`), the next round first, for the first
+        realization, with the fitted noise of every n at equal weights; where the noise or the
+        contraction is not yet fitted, :math:`v_n \propto 1/n - 1/K` and :math:`\rho = 1`."""
         N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
         # the fitted noise with every arm's weights equal: the arms alike (a pull's own
