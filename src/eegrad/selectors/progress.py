@@ -575,8 +575,7 @@ class ProgressFit(SpreadThompson):
         return self.steps_told() & ~self.steps_differ()
 
     def steps_told(self) -> np.ndarray:
-        """Whether the clients have reported their local steps (a record's ``local_steps``),
-        shape (R,)."""
+        """Whether the clients have reported their local steps (``local_steps``), shape (R,)."""
         return self._steps.told()
 
     def steps_differ(self) -> np.ndarray:
