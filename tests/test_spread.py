@@ -12,13 +12,30 @@ from eegrad import (
     ThompsonVariance,
 )
 from eegrad.spread import (
+    equal_weight_coefficients,
     pair_statistics,
     predicted_variance,
     spread_sums,
     spread_variance,
+    variance_coefficients,
     weighted_mean,
     weighted_spread,
 )
+
+
+@pytest.mark.parametrize("population", [None, 40])
+@pytest.mark.parametrize("order", [1, 2])
+def test_equal_weight_coefficients_are_the_padded_rows_in_closed_form(population, order):
+    """Arm n's n parts of equal weight ω_n, each row padded to N with absent parts (weight 0),
+    through variance_coefficients: the closed form's (1/n − 1/K, 1/(nω_n), 1/(nω_n²)), to
+    rounding (a sum of n squares of 1/n against 1/n)."""
+    N = 30
+    omega = np.random.default_rng(3).uniform(1.0, 50.0, size=(2, N))
+    padded = omega[:, :, None] * (np.arange(N)[None, :] < np.arange(1, N + 1)[:, None])
+    np.testing.assert_allclose(equal_weight_coefficients(omega, population, order),
+                               variance_coefficients(padded, population, order),
+                               rtol=1e-12, atol=1e-15)  # fmt: skip
+    assert equal_weight_coefficients(omega, population, order).shape == (2, N, order + 1)
 
 
 def _mc_check(samples: np.ndarray, expected: float) -> None:

@@ -70,6 +70,7 @@ __all__ = [
     "check_parts",
     "check_population",
     "check_weights",
+    "equal_weight_coefficients",
     "inverse_weights",
     "pair_design",
     "pair_statistics",
@@ -290,6 +291,20 @@ def variance_coefficients(weights: np.ndarray, population: int | None = None,
     columns = [(p * p).sum(axis=-1) - fpc, (p * p * inv).sum(axis=-1)]
     if check_noise_order(order, "variance_coefficients") == 2:
         columns.append((p * p * inv * inv).sum(axis=-1))
+    return np.stack(columns, axis=-1)
+
+
+def equal_weight_coefficients(omega: np.ndarray, population: int | None = None,
+                              order: int = 1) -> np.ndarray:  # fmt: skip
+    r""":func:`variance_coefficients` of arm n = 1..N with n parts of equal weight
+    :math:`\omega_n` (``omega``, shape (..., N)), in closed form: with :math:`p_i = 1/n`,
+    :math:`(1/n - 1/K,\ 1/(n\omega_n)[,\ 1/(n\omega_n^2)])`, shape (..., N, 2) (or 3 with
+    ``order=2``). O(N), where padding each arm's row to N weights costs O(N²)."""
+    n = np.arange(1, omega.shape[-1] + 1, dtype=np.float64)
+    fpc = 0.0 if population is None else 1.0 / population
+    columns = [np.broadcast_to(1.0 / n - fpc, omega.shape), 1.0 / (n * omega)]
+    if check_noise_order(order, "equal_weight_coefficients") == 2:
+        columns.append(1.0 / (n * omega * omega))
     return np.stack(columns, axis=-1)
 
 

@@ -67,6 +67,7 @@ from .._validation import check_array, check_client_counts, check_integer, check
 from ..spread import (
     check_noise_order,
     check_population,
+    equal_weight_coefficients,
     inverse_weights,
     pair_design,
     sums_design,
@@ -372,9 +373,7 @@ class SpreadThompson(Selector):
     def equal_coefficients(self) -> np.ndarray:
         """Every arm's coefficients as predicted with equal weights, shape (R, N, k), pulled
         or not: the arms alike, for comparing them all (the weights a pull happened to have
-        aside)."""
-        N = self._shape[1]
-        n = np.arange(1, N + 1, dtype=np.float64)
+        aside; :func:`~eegrad.spread.equal_weight_coefficients`)."""
         c1, cs, css, cw, csw = (self._line[:, i] for i in range(5))
         with np.errstate(invalid="ignore", divide="ignore"):
             det = c1 * css - cs * cs
@@ -382,10 +381,7 @@ class SpreadThompson(Selector):
                          np.where(cs > 0, cw / cs, 1.0))  # fmt: skip
             a = np.where(det > 1e-12 * np.maximum(c1 * css, 1e-300), (cw - b * cs) / c1, 0.0)
         omega = np.maximum(a[:, None] + b[:, None] * self._spend[None, :], 1.0)  # (R, N)
-        # Arm n with n equal weights ω_n: rows padded with absent parts (weight 0).
-        equal = np.where(np.arange(N)[None, :] < n[:, None], 1.0, 0.0)  # (N, N)
-        return variance_coefficients(omega[:, :, None] * equal, self.population,
-                                     self.noise_order)  # fmt: skip
+        return equal_weight_coefficients(omega, self.population, self.noise_order)
 
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
