@@ -89,6 +89,9 @@ def on_engine(setting: str, method: str, seed: int, rounds: int, lr: float) -> d
         cpu, held = marks[1]
         out["cpu_per_round"] = (time.process_time() - cpu) / (rounds - 1)
         out["peak_bytes"] = tracemalloc.get_traced_memory()[1] - held
+        out["clients_a_round"] = (guess_n(fed.K) if method == "fedavg" else  # rounds 2..R
+                                  float(np.mean([r["clients_asked"]
+                                                 for r in strategy.records[1:]])))  # fmt: skip
         tracemalloc.stop()
         out["loss"], out["accuracy"] = fed.evaluate(res.arrays["w"].numpy())
 
@@ -141,19 +144,22 @@ def main() -> None:
                                            for k, v in runs.items()), flush=True)  # fmt: skip
     d, h = _welch([r["loss"] for r in runs["engine"]], [r["loss"] for r in runs["local"]])
     print(f"\n{a.setting}, {a.rounds} rounds, {a.seeds} seeds, client lr {a.lr:g}\n")
-    print("| run | final loss (mean) | accuracy (mean) | server CPU s a round (2..R) | peak "
-          "server allocations above round 1's (MB) |")
-    print("|---|---|---|---|---|")
+    print("| run | final loss (mean) | accuracy (mean) | clients a round (2..R) | server CPU s a "
+          "round (2..R) | server CPU ms a client | peak server allocations above round 1's (MB) |")
+    print("|---|---|---|---|---|---|---|")
     for key, label in (("engine", "default, Flower's engine"),
                        ("local", "default, the bench's LocalGrid"),
                        ("fedavg", "Flower's FedAvg (your n), Flower's engine")):  # fmt: skip
         rs = runs[key]
-        cpu = f"{np.mean([r['cpu_per_round'] for r in rs]):.3f}" if "cpu_per_round" in rs[0] \
-            else "—"  # fmt: skip
-        mem = f"{np.mean([r['peak_bytes'] for r in rs]) / 2**20:.1f}" if "peak_bytes" in rs[0] \
-            else "—"  # fmt: skip
+        if "cpu_per_round" in rs[0]:
+            n = np.mean([r["clients_a_round"] for r in rs])
+            cpu = np.mean([r["cpu_per_round"] for r in rs])
+            server = (f"{n:.1f} | {cpu:.3f} | {1e3 * cpu / n:.1f} | "
+                      f"{np.mean([r['peak_bytes'] for r in rs]) / 2**20:.1f}")
+        else:
+            server = "— | — | — | —"
         print(f"| {label} | {np.mean([r['loss'] for r in rs]):.4f} | "
-              f"{np.mean([r['accuracy'] for r in rs]):.4f} | {cpu} | {mem} |")
+              f"{np.mean([r['accuracy'] for r in rs]):.4f} | {server} |")
     print(f"\nengine − LocalGrid, final loss: {d:+.4f} ± {h:.4f} (95 %, Welch): "
           f"{'equal in distribution at this size' if abs(d) <= h else 'different'}")
     if a.out is not None:
