@@ -85,8 +85,8 @@ def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
     for i in range(n):
         delta = np.float32(1e-3 * (i + 1))
         arrays = ArrayRecord({k: Array(a - delta) for k, a in zip(keys, model, strict=True)})
-        replies_content.append(RecordDict({"arrays": arrays,
-                                           "metrics": MetricRecord({"num-examples": 10 + i})}))  # fmt: skip
+        metrics = MetricRecord({"num-examples": 10 + i, "cost": 1.0})  # cost: of its share
+        replies_content.append(RecordDict({"arrays": arrays, "metrics": metrics}))
 
     def replies_to(messages: list[Message]) -> list[Message]:
         out = []
@@ -230,7 +230,8 @@ def stream(strategy: str, total: int, n: int) -> dict[str, float]:
     def train(msg: Message, context: object) -> Message:
         record = msg.content["arrays"]
         out = ArrayRecord({k: Array(record[k].numpy() - np.float32(1e-3)) for k in keys})
-        return Message(RecordDict({"arrays": out, "metrics": MetricRecord({"num-examples": 10})}),
+        return Message(RecordDict({"arrays": out, "metrics": MetricRecord({"num-examples": 10,
+                                                                            "cost": 1.0})}),
                        reply_to=msg)  # fmt: skip
 
     if strategy in ("fedavg", "fedadam"):
