@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from ._random import RealizationStreams, as_generator
 from ._validation import (
     InvalidParameterTypeError,
     NonFiniteGradientError,
@@ -44,10 +43,11 @@ from ._validation import (
 from .arms import Arms
 from .backends import NumpyBackend, TorchBackend
 from .engines import check_engine, numba_available
-from .parts import PullAccumulator, flat_host, norm_and_inner
+from .parts import PullAccumulator, flat_host
 from .parts import is_torch as _is_torch
+from .recorder import RoundRecorder
 from .selectors.base import ProtocolError, Selector, not_read
-from .selectors.evidence import Outlook, RoundEvidence, pair_fields
+from .selectors.evidence import Outlook, pair_fields
 from .spread import SpreadSums, check_weights
 
 __all__ = ["GradientEstimator"]
@@ -70,7 +70,7 @@ def _all_finite(x: Any) -> bool:
     return bool(np.all(np.isfinite(x)))
 
 
-class GradientEstimator:
+class GradientEstimator(RoundRecorder):
     """Ask/tell EE-Grad estimator for one realization (a user's training loop).
 
     Parameters
@@ -124,28 +124,29 @@ class GradientEstimator:
                 f"The 'selector' parameter of {owner} must be a Selector. Got {selector!r} instead."
             )
         selector.check_truth(None)  # a training loop has no simulator's truth
-        self.N = arms.N if isinstance(arms, Arms) else check_integer(arms, "arms", owner, ge=1)
-        self.T = check_integer(T, "T", owner, ge=selector.min_rounds(self.N))
-        self.dim = check_integer(dim, "dim", owner, ge=1)
-        self.selector = selector
+        N = arms.N if isinstance(arms, Arms) else check_integer(arms, "arms", owner, ge=1)
+        super().__init__(selector, N, check_integer(T, "T", owner, ge=selector.min_rounds(N)),
+                         check_integer(dim, "dim", owner, ge=1), rng=rng,
+                         owner=owner)  # fmt: skip
         self._compiled = engine != "numpy" and numba_available()
         self.accumulate_dtype = accumulate_dtype
-        self._gen = as_generator(rng, owner)
         self._backend: Any = None
-        self._pending: int | None = None
         self._pull: PullAccumulator | None = None  # the parts told so far by tell_part
         self._single: Any = None  # with T = 1, the round's output (no statistics are kept)
-        self._last_mean: Any = None  # a signal rule's last round mean (its persistence)
         self._steps: float | None = None  # the pending pull's local steps (tell_local_steps)
         self._rounds_left: int | None = None  # told for the next ask (tell_rounds_left)
         self.reset()
 
+    #: The protocol's errors in this loop's words.
+    awaits = "tell() of the gradient"
+    when_done = "call result(), then next_iterate() for the next iterate"
+
+    def _compiled_choice(self) -> bool:
+        return self._compiled  # this loop's engine, set per estimate
+
     def reset(self) -> None:
         """Start the estimate of a new iterate (the selector forgets its statistics)."""
-        self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
-        self.selector.compiled_choice = self._compiled  # this loop's engine, set per estimate
-        self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
-        self._last_mean = None
+        self._begin(first=True)
         self._start()
 
     def _start(self) -> None:
@@ -159,19 +160,15 @@ class GradientEstimator:
         if self._backend is not None:
             # Keep the buffers (N·d numbers) from estimate to estimate; cleared, not reallocated.
             self._backend.clear(centred=self._mode == "gram")
-        self._pending = None
         self._pull = None
         self._single = None
         self._steps = None
         self._rounds_left = None
-        self.t = 0
 
     def next_iterate(self) -> None:
         """Start the estimate of the next iterate of the same run: like :meth:`reset`, except
         that rules with memory (e.g. :class:`~eegrad.MemoryThompson`) keep their evidence."""
-        self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
-        self.selector.compiled_choice = self._compiled
-        self.selector.next_iterate(truth=None, streams=self.streams)
+        self._begin(first=False)
         self._start()
 
     @property
@@ -183,11 +180,6 @@ class GradientEstimator:
         """V_t(n) of each arm, shape (N,) (NaN for arms pulled fewer than twice)."""
         return self.selector.stats.variance_trace()[0]
 
-    @property
-    def done(self) -> bool:
-        """Whether all T rounds have been told."""
-        return self.t >= self.T
-
     def ask(self, at_least: int = 1, at_most: int | None = None, *,
             outlook: Outlook | None = None) -> int:  # fmt: skip
         """The mini-batch size n (1..N) to compute next.
@@ -198,30 +190,11 @@ class GradientEstimator:
         n that ran. ``outlook``: what the run has ahead, for a rule that weighs it
         (:class:`~eegrad.selectors.evidence.Outlook`: the arms' costs, the budget or the rounds
         left)."""
-        owner = "GradientEstimator.ask"
-        top = self.N if at_most is None else at_most
-        if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.N:
-            raise fail("at_least", owner, f"an integer in 1..N = {self.N}", at_least)
-        if not isinstance(top, int | np.integer) or not at_least <= top <= self.N:
-            raise fail("at_most", owner, f"an integer in at_least..N = {at_least}..{self.N}",
-                       at_most)  # fmt: skip
-        if self._pending is not None:
-            raise ProtocolError(
-                f"ask() called twice: round {self.t + 1} still waits for tell() of the "
-                f"gradient of n = {self._pending + 1}"
-            )
-        if self.done:
-            raise ProtocolError(
-                f"all T = {self.T} rounds are told: call result(), then next_iterate() for the "
-                "next iterate"
-            )
         if self._rounds_left is not None:  # told before this ask: part of its outlook
             outlook = replace(outlook or Outlook(), rounds_left=self._rounds_left)
-            self._rounds_left = None
-        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=int(top),
-                                    outlook=outlook)[0])  # fmt: skip
-        self._pending = arm
-        return arm + 1
+        n = self._ask(at_least, at_most, outlook, "GradientEstimator.ask")
+        self._rounds_left = None
+        return n
 
     def tell(self, gradient: Any) -> None:
         """The gradient computed for the size the last :meth:`ask` returned (flat, length d)."""
@@ -311,7 +284,6 @@ class GradientEstimator:
             raise NonFiniteGradientError(
                 f"The gradient told at round {self.t + 1} for n = {arm + 1} contains NaN or Inf."
             )
-        arms = np.array([arm])
         if self._mode == "pairs":
             fields = dict(statistic or {})
             if self.selector.uses_signal:
@@ -321,23 +293,10 @@ class GradientEstimator:
         else:
             fields = {"sq_increment": np.array([inc]),
                       "gram_row": None if row is None else row[None]}  # fmt: skip
-        if self._steps is not None:
-            fields["local_steps"] = np.array([self._steps])
-        self.selector.tell_round(RoundEvidence(arms, **fields))
+        self._tell(fields, self._steps)
         if self.T == 1:
             self._single = g
-        self._pending = None
         self._steps = None
-        self.t += 1
-
-    def _signal(self, g: Any) -> dict[str, Any]:
-        """The signal of the round's mean for a rule that reads it: its squared norm and —
-        where every round is a step (T = 1) — its inner product with the last round's mean,
-        the persistence (one O(d) copy kept: the last mean)."""
-        norm2, persistence = norm_and_inner(g, self._last_mean)
-        self._last_mean = g if self.T == 1 else None
-        return {"mean_norm2": np.array([norm2]),
-                "persistence": None if persistence is None else np.array([persistence])}
 
     def tell_local_steps(self, steps: float) -> None:
         """Tell the local steps (optimizer steps) the pending pull's parts took, their mean
@@ -529,10 +488,7 @@ class GradientEstimator:
         """Give up the pending round (e.g. every client failed): nothing is recorded and the
         next :meth:`ask` is for the same round number. The rule's random draws for it are spent.
         """
-        if self._pending is None:
-            raise ProtocolError("withdraw() without a pending ask()")
-        self.selector.withdraw()
-        self._pending = None
+        self._withdraw()
         self._pull = None
         self._steps = None
 

@@ -20,18 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RealizationStreams, as_generator
-from .._validation import fail
 from ..engines import numba_available
-from ..parts import flat_host, norm_and_inner
+from ..parts import flat_host
+from ..recorder import RoundRecorder
 from ..selectors.base import ProtocolError, Selector
-from ..selectors.evidence import Outlook, RoundEvidence
+from ..selectors.evidence import Outlook
 
 __all__ = ["RuleDriver"]
 
 
-class RuleDriver:
-    """The rule at work in a federated run.
+class RuleDriver(RoundRecorder):
+    """The rule at work in a federated run (:class:`~eegrad.recorder.RoundRecorder`'s
+    protocol: one ask pending, one record a round, T rounds a step).
 
     Parameters
     ----------
@@ -52,44 +52,26 @@ class RuleDriver:
         Rounds told since the last step.
     """
 
+    awaits = "the replies"
+    when_done = "the step's estimate is taken, then the next step begins"
+
     def __init__(self, selector: Selector, N: int, T: int, dim: int, *, rng: Any) -> None:
-        self.selector, self.N, self.T, self.dim = selector, int(N), int(T), int(dim)
-        self._gen = as_generator(rng, "EEGradStrategy")
-        self._pending: int | None = None
+        super().__init__(selector, N, T, dim, rng=rng, owner="EEGradStrategy")
         self._sum: np.ndarray | None = None  # T > 1: the sum of the rounds' means, flat
         self._estimate: list[Any] | None = None  # T = 1: the round's mean
-        self._last_mean: list[Any] | None = None  # the last step's mean (its persistence)
         self._begin(first=True)
 
-    def _begin(self, first: bool) -> None:
-        """A new estimate: the rule's streams for T rounds; the rule starts (``first``) or
-        moves to the next iterate (a rule with memory keeps its evidence)."""
-        self.streams = RealizationStreams(self._gen, 1, rounds=self.T)
-        self.selector.compiled_choice = numba_available()
-        if first:
-            self.selector.init(1, self.N, self.dim, truth=None, streams=self.streams)
-        else:
-            self.selector.next_iterate(truth=None, streams=self.streams)
-        self.t, self._pending, self._sum, self._estimate = 0, None, None, None
+    def _compiled_choice(self) -> bool:
+        return numba_available()
 
-    @property
-    def done(self) -> bool:
-        """Whether the step's T rounds are told."""
-        return self.t >= self.T
+    def _begin(self, first: bool) -> None:
+        super()._begin(first)
+        self._sum, self._estimate = None, None
 
     def ask(self, at_least: int = 1, at_most: int | None = None,
             outlook: Outlook | None = None) -> int:  # fmt: skip
         """The round's n, in ``at_least``..``at_most`` (1..N)."""
-        if self._pending is not None:
-            raise ProtocolError(f"ask() twice: round {self.t + 1} of the step is pending")
-        top = self.N if at_most is None else int(at_most)
-        if not 1 <= at_least <= top <= self.N:
-            raise fail("at_most", "RuleDriver.ask", f"in at_least..N = {at_least}..{self.N}",
-                       at_most)  # fmt: skip
-        arm = int(self.selector.ask(self.t + 1, at_least=int(at_least), at_most=top,
-                                    outlook=outlook)[0])  # fmt: skip
-        self._pending = arm
-        return arm + 1
+        return self._ask(at_least, at_most, outlook, "RuleDriver.ask")
 
     def tell(self, mean: list[Any], spread: dict[str, Any],
              local_steps: float | None = None) -> None:  # fmt: skip
@@ -106,27 +88,17 @@ class RuleDriver:
         else:  # a rule that keeps none is told the round, not an O(d) copy of its mean
             fields = {"sq_increment": np.zeros(1)}
         if "signal" in reads:
-            norm2, persistence = norm_and_inner(mean, self._last_mean)
-            fields["mean_norm2"] = np.array([norm2])
-            fields["persistence"] = None if persistence is None else np.array([persistence])
-            self._last_mean = mean if self.T == 1 else None
-        if local_steps is not None and "local_steps" in reads:
-            fields["local_steps"] = np.array([float(local_steps)])
-        self.selector.tell_round(RoundEvidence(np.array([self._pending]), **fields))
+            fields.update(self._signal(mean))
+        self._tell(fields, local_steps)
         if self.T == 1:
             self._estimate = mean
         else:
             flat = flat_host(mean)
             self._sum = flat if self._sum is None else self._sum + flat
-        self._pending = None
-        self.t += 1
 
     def withdraw(self) -> None:
         """Give up the pending round: nothing is told, the next ask is for the same round."""
-        if self._pending is None:
-            raise ProtocolError("withdraw() without a pending ask()")
-        self.selector.withdraw()
-        self._pending = None
+        self._withdraw()
 
     def result(self) -> Any:
         """The step's estimate: the round's mean (T = 1, the model's arrays), or the mean of the
