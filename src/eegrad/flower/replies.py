@@ -52,9 +52,11 @@ def reply_source(node: Any, server_round: Any) -> str:
 def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.ndarray], *,
                arrayrecord_key: str, weighted_by_key: str, cost_metric: str | None = "cost",
                cost_scale: float = 1.0,
-               cost_required: bool = False) -> tuple[list[Array], float, float, Any]:  # fmt: skip
+               cost_required: bool = False) -> tuple[list[np.ndarray], float, float, Any]:  # fmt: skip
     """(arrays, weight, cost, metric record) of one reply, its arrays checked against the
-    model's names, shapes and dtypes from their metadata (nothing deserialised); raises
+    model's names, shapes and dtypes from their metadata and their bytes' header, and given as
+    read-only views of those bytes (:func:`~eegrad.flower.model_arrays.array_view`: nothing
+    copied); raises
     :class:`ClientUpdateError` naming the node and the round. The cost is ``cost_scale`` times
     the metric ``cost_metric`` (NaN where absent, unless ``cost_required``: then an error naming
     the node, the round and the metric; a negative or non-finite cost is one too)."""
@@ -77,8 +79,7 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
         if np.dtype(a.dtype) != ref.dtype:
             raise ClientUpdateError(f"The update of {where} has array {k!r} of dtype "
                                     f"{a.dtype}, expected {ref.dtype} (the model's).")  # fmt: skip
-        _check_bytes(a, k, ref, where)
-        arrays.append(a)
+        arrays.append(_checked_view(a, k, ref, where))
     metrics = next(iter(content.metric_records.values()), None)
     if metrics is None or weighted_by_key not in metrics:
         raise ClientUpdateError(
@@ -100,10 +101,11 @@ def read_reply(msg: Message, server_round: int, keys: list[str], model: list[np.
     return arrays, weight, cost, metrics
 
 
-def _check_bytes(array: Array, key: str, ref: np.ndarray, where: str) -> None:
-    """Refuse an array whose bytes are not what its metadata says (another dtype or shape in
-    the ``.npy`` header, too few bytes, no header): read as they are, they would be folded as
-    other numbers. Only the header is parsed (:func:`~eegrad.flower.model_arrays.array_view`)."""
+def _checked_view(array: Array, key: str, ref: np.ndarray, where: str) -> np.ndarray:
+    """The array's bytes as a view (:func:`~eegrad.flower.model_arrays.array_view`: only the
+    header is parsed), refused where they are not what its metadata says (another dtype or
+    shape in the ``.npy`` header, too few bytes, no header): read as they are, they would be
+    folded as other numbers."""
     try:
         view = array_view(array)
     except (ValueError, TypeError, EOFError) as err:
@@ -117,6 +119,7 @@ def _check_bytes(array: Array, key: str, ref: np.ndarray, where: str) -> None:
             f"{view.shape}, where its metadata says {ref.dtype}, shape {ref.shape}: the client "
             "built its Array from other numbers than it declares."
         )
+    return view
 
 
 def reply_local_steps(metrics: Any, where: str) -> float:
@@ -257,7 +260,7 @@ class RoundFold:
     def _nonfinite(self, msg: Message, arrays: Sequence[Any] = ()) -> NonFiniteGradientError:
         """The error of a reply whose update is not finite — or is finite, but so large that its
         squared norm overflows float64 (where ``arrays`` show that)."""
-        if arrays and all(np.all(np.isfinite(array_view(a))) for a in arrays):
+        if arrays and all(np.all(np.isfinite(a)) for a in arrays):
             return NonFiniteGradientError(
                 f"The update of {self._source(msg)} is finite but too large: its squared norm "
                 "overflows float64 (above about 1e308); such an update cannot be averaged."
@@ -339,7 +342,7 @@ class PlainFold(RoundFold):
             self._steps_sum += steps
             self._reported += 1
         try:
-            self.pull.add((array_view(a) for a in arrays), weight)
+            self.pull.add(arrays, weight)
         except NonFiniteGradientError:
             raise self._nonfinite(msg, arrays) from None
         self._add_metrics(metrics, weight, msg)
@@ -381,9 +384,8 @@ class SumsFold(RoundFold):
                 "the clients' train function must be wrapped with "
                 "eegrad.flower.with_spread_sums."
             )
-        views = [array_view(a) for a in arrays]
-        self._total = [v.astype(v.dtype, copy=True) for v in views] if self._total is None \
-            else [np.add(t, v, out=t) for t, v in zip(self._total, views, strict=True)]  # fmt: skip
+        self._total = [v.astype(v.dtype, copy=True) for v in arrays] if self._total is None \
+            else [np.add(t, v, out=t) for t, v in zip(self._total, arrays, strict=True)]  # fmt: skip
         self._scalars += [1.0, weight, *(float(metrics[k]) for k in SUMS_METRICS)]
 
     def sums(self) -> SpreadSums:
@@ -435,12 +437,11 @@ class PrivateFold(RoundFold):
 
     def add(self, msg: Message) -> None:
         arrays, _, _, _ = self._read(msg)
-        views = [array_view(a) for a in arrays]
-        norm2 = update_norm2(views, self.model)
+        norm2 = update_norm2(arrays, self.model)
         if not math.isfinite(norm2):
             raise self._nonfinite(msg, arrays)
         scale, coordinate = self.private.clip(norm2)
-        self.pull.add(views, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
+        self.pull.add(arrays, 1.0, scale=scale)  # equal weights: DP-FedAvg's sensitivity
         self._spread += coordinate
 
     def evidence(self, reads: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
