@@ -106,6 +106,12 @@ class FedAvgSpend:
                 "round)")
 
 
+def rounds_left(server_round: int, num_rounds: int | None) -> int | None:
+    """The rounds the run has left of ``num_rounds``, ``server_round`` included (at least 1;
+    None where the rounds are not given)."""
+    return None if num_rounds is None else max(1, num_rounds - server_round + 1)
+
+
 class RoundBudget:
     """B per round, shared by the round's clients (the paper's Section 2).
 
@@ -189,8 +195,7 @@ class RoundBudget:
     def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
         """What the rule is told before it asks: the rounds left of ``num_rounds``, this one
         included (where the run has a known end)."""
-        return Outlook(rounds_left=None if num_rounds is None else
-                       max(1, num_rounds - server_round + 1))  # fmt: skip
+        return Outlook(rounds_left=rounds_left(server_round, num_rounds))
 
     def round_timeout(self, state: RunState, n: int, timeout: float | None) -> float | None:
         """How long a round of n waits for its replies: Flower's ``timeout``."""
@@ -392,8 +397,8 @@ class TotalBudget:
         known = self.cost_metric is None or bool(state.client_costs) or self.c_min > 0
         costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
                  if "costs" in rule.selector.reads and known else None)  # fmt: skip
-        rounds_left = None if num_rounds is None else max(1, num_rounds - server_round + 1)
-        return Outlook(costs=costs, budget_left=self.total - state.cost, rounds_left=rounds_left)
+        return Outlook(costs=costs, budget_left=self.total - state.cost,
+                       rounds_left=rounds_left(server_round, num_rounds))
 
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Refuse a total budget counted in a metric the clients report, under central DP: a

@@ -59,9 +59,10 @@ import numpy as np
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 from .stops import RunStopped
 
-__all__ = ["REPLACE_ONE_SENSITIVITY", "SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted", "PrivateRounds",
-           "calibrate_noise", "epsilon_spent", "fixed_n_wrappers", "least_passing_scale",
-           "refuse_fixed_n_wrappers", "strategy_chain"]
+__all__ = ["REPLACE_ONE_SENSITIVITY", "SPREAD_SCALE", "CentralDP", "PrivacyBudgetExhausted",
+           "PrivateRounds", "calibrate_noise", "epsilon_spent", "fixed_n_wrappers",
+           "gaussian_event", "least_passing_scale", "refuse_fixed_n_wrappers",
+           "strategy_chain"]  # fmt: skip
 
 #: a, the scale of the spread coordinate a‖û‖²/C in each client's joint contribution.
 SPREAD_SCALE = 0.5
@@ -76,6 +77,17 @@ def _update_clip_ratio(a: float = SPREAD_SCALE) -> float:
 #: Δ/C, the release's replace-one sensitivity over the clipping norm: 2r, r² + a²r⁴ = 1
 #: (:attr:`CentralDP.sensitivity`).
 REPLACE_ONE_SENSITIVITY = 2.0 * _update_clip_ratio()
+
+
+def gaussian_event(z: float, n: int, population: int,
+                   sensitivity: float = REPLACE_ONE_SENSITIVITY) -> Any:  # fmt: skip
+    """``GaussianPrivacyEvent(z/sensitivity, n, K)``: a release of the sum of n of ``population``
+    contributions with noise of SD zC, whose replace-one sensitivity is ``sensitivity`` × C,
+    as the accountant defines its noise multiplier (the noise's SD over the sensitivity)."""
+    from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
+
+    return GaussianPrivacyEvent(noise_multiplier=float(z) / sensitivity, sample_size=int(n),
+                                population_size=int(population))  # fmt: skip
 
 
 class PrivacyBudgetExhausted(RunStopped):
@@ -199,11 +211,7 @@ class CentralDP:
         """The round's ``GaussianPrivacyEvent(zC/Δ, n, K)``: the noise's SD on the round's sum,
         zC, over the release's replace-one sensitivity Δ (:attr:`sensitivity`), as the
         accountant defines its noise multiplier (``z``: as :meth:`noise_std`)."""
-        from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
-
-        return GaussianPrivacyEvent(
-            noise_multiplier=float(self._z(z)) / REPLACE_ONE_SENSITIVITY, sample_size=int(n),
-            population_size=int(population))  # fmt: skip
+        return gaussian_event(self._z(z), n, population)
 
 
 @lru_cache(maxsize=1024)
@@ -215,12 +223,8 @@ def epsilon_spent(z: float, n: int, rounds: int, delta: float, population: int, 
     ``sensitivity`` × C: :class:`CentralDP`'s release by default (Δ/C = 2r ≈ 1.82); 2.0 for a
     sum of updates clipped to C alone, as Flower's fixed-clipping DP wrappers release. Cached."""
     check_real(sensitivity, "sensitivity", "epsilon_spent", gt=0)
-    from flwr.supercore.privacy_accounting import GaussianPrivacyEvent
-
     acc = CentralDP(z, 1.0, delta).accountant(population)
-    acc.compose(GaussianPrivacyEvent(noise_multiplier=float(z) / sensitivity,
-                                     sample_size=int(n), population_size=int(population)),
-                rounds)  # fmt: skip
+    acc.compose(gaussian_event(z, n, population, sensitivity), rounds)
     return float(acc.get_epsilon(delta))
 
 
@@ -383,12 +387,13 @@ class PrivateRounds:
     def state_dict(self) -> dict[str, Any]:
         """The accountant's state (Flower's layout) with its rounds as the ledger's distinct
         events and counts: what the checkpoint saves."""
-        state = self.accountant.state_dict()
-        state["compositions"] = [
-            {"event": {"noise_multiplier": m, "sample_size": size,
-                       "population_size": self.population}, "count": count}
-            for (m, size), count in self._ledger.items()]  # fmt: skip
-        return state
+        return {**self.accountant.state_dict(), "compositions": self._compositions()}
+
+    def _compositions(self) -> list[dict[str, Any]]:
+        """The ledger in the accountant's layout: one composition a distinct event."""
+        return [{"event": {"noise_multiplier": m, "sample_size": size,
+                           "population_size": self.population}, "count": count}
+                for (m, size), count in self._ledger.items()]  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s (a ledger of any layout: equal events are merged), one
@@ -399,10 +404,7 @@ class PrivateRounds:
             key = (float(event["noise_multiplier"]), int(event["sample_size"]))
             ledger[key] = ledger.get(key, 0) + int(entry["count"])
         self._ledger = ledger
-        self.accountant.load_state_dict({**state, "compositions": [
-            {"event": {"noise_multiplier": m, "sample_size": size,
-                       "population_size": self.population}, "count": count}
-            for (m, size), count in ledger.items()]})  # fmt: skip
+        self.accountant.load_state_dict({**state, "compositions": self._compositions()})
         self._version += 1
 
     def _restore(self) -> None:
