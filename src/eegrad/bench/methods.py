@@ -220,6 +220,64 @@ class _Spent(Exception):
     """The budget affords no more round."""
 
 
+def _budgeted_fedavg(K: int, aggregation: Any, cost_metric: str, cost_scale: float,
+                     round_cost: str) -> type:  # fmt: skip
+    """Flower's ``FedAvg`` with the benchmark's total-budget accounting, the base of the
+    baselines that choose their own n (:func:`make_isp`, :func:`make_bara`; made here, so that
+    importing this module needs no Flower): a round asks the n it is given (:meth:`ask`), its
+    replies' costs are read as the bench's strategy reads them (:meth:`round_cost`: their sum
+    or the slowest's, scaled, plus D(n)), each round is recorded as EEGradStrategy records it,
+    and a run the budget ends (:class:`_Spent`) returns the last model."""
+    from flwr.serverapp.strategy import FedAvg, Result
+
+    class BudgetedFedAvg(FedAvg):
+        def __init__(self) -> None:
+            super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
+                             min_available_nodes=K)  # fmt: skip
+            self.cost, self.costliest, self.rounds, self.n = 0.0, 0.0, 0, 1
+            self.num_rounds = 1
+            self.records: list[dict[str, Any]] = []
+            self.latest: Any = None  # the last model (ArrayRecord)
+
+        def ask(self, n: int, grid: Any) -> None:
+            """The round asks n of the nodes connected."""
+            self.n = n
+            self.fraction_train = n / len(list(grid.get_node_ids()))
+            self.min_train_nodes = n
+
+        def round_cost(self, replies: Any) -> tuple[list[Any], float]:
+            """The replies that came and what their round used; the costliest client seen."""
+            replies = [m for m in replies if not m.has_error()]
+            costs = [cost_scale * float(m.content["metrics"][cost_metric]) for m in replies]
+            self.costliest = max([self.costliest, *costs])
+            used = (max(costs, default=0.0) if round_cost == "slowest" else sum(costs)) + \
+                float(aggregation(self.n))  # fmt: skip
+            return replies, used
+
+        def record(self, server_round: int) -> None:
+            """The round done, recorded (its n and the run's cost)."""
+            self.rounds += 1
+            self.records.append({"server_round": server_round, "arm": self.n, "cost": self.cost})
+
+        def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3,
+                  timeout: float = 3600, train_config: Any = None,
+                  evaluate_config: Any = None, evaluate_fn: Any = None) -> Any:  # fmt: skip
+            self.num_rounds = int(num_rounds)
+            try:
+                return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
+                                     evaluate_config, evaluate_fn)  # fmt: skip
+            except _Spent:
+                result = Result()
+                result.arrays = self.latest
+                return result
+
+        @property
+        def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
+            return self
+
+    return BudgetedFedAvg
+
+
 def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
              cost_scale: float, round_cost: str, validate: Any, validation_cost: float,
              m0: int, seed: int, warmup: int = 12, every: int = 20, draws: int = 10,
@@ -233,21 +291,14 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
     data (:func:`isp_choice`); between probes m clients. The validation loss of the global
     model is taken before every round (ISP's trust loss)."""
     from flwr.app import ArrayRecord
-    from flwr.serverapp.strategy import FedAvg, Result
 
-    class ISPStrategy(FedAvg):
+    class ISPStrategy(_budgeted_fedavg(K, aggregation, cost_metric, cost_scale, round_cost)):
         def __init__(self) -> None:
-            super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
-                             min_available_nodes=K)  # fmt: skip
+            super().__init__()
             self.m = m0
             self.history: list[int] = []
             self.losses: list[float] = []
-            self.cost = 0.0
-            self.costliest = 0.0  # the costliest client seen
-            self.rounds = 0
-            self.records: list[dict[str, Any]] = []
             self.rng = np.random.default_rng([seed, 29])
-            self.latest: ArrayRecord | None = None
             self.probe = False
 
         def _n(self) -> int:
@@ -272,26 +323,18 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
                             grid: Any) -> Any:  # fmt: skip
             self.latest = arrays
             self.losses.append(validate(arrays))
-            n = self._affordable(self._n())
+            self.ask(self._affordable(self._n()), grid)
             self.cost += validation_cost
-            self.fraction_train = n / len(list(grid.get_node_ids()))
-            self.min_train_nodes = n
-            self.n = n
             self.saved = arrays
             return super().configure_train(server_round, arrays, config, grid)
 
         def aggregate_train(self, server_round: int, replies: Any) -> Any:
-            replies = [m for m in replies if not m.has_error()]
-            costs = [cost_scale * float(m.content["metrics"][cost_metric]) for m in replies]
-            self.costliest = max([self.costliest, *costs])
-            used = (max(costs, default=0.0) if round_cost == "slowest" else sum(costs)) + \
-                float(aggregation(self.n))  # fmt: skip
+            replies, used = self.round_cost(replies)
             arrays, metrics = super().aggregate_train(server_round, replies)
             if self.probe and self.rounds >= warmup and len(replies) > 1:
                 used += self._find(replies)
             self.cost += used
-            self.rounds += 1
-            self.records.append({"server_round": server_round, "arm": self.n, "cost": self.cost})
+            self.record(server_round)
             if arrays is not None:
                 self.latest = arrays
             return arrays, metrics
@@ -319,21 +362,6 @@ def make_isp(*, K: int, total_budget: float, aggregation: Any, cost_metric: str,
                 self.m = max(1, min(K, choice))
                 self.history.append(self.m)
             return spent
-
-        def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3,
-                  timeout: float = 3600, train_config: Any = None,
-                  evaluate_config: Any = None, evaluate_fn: Any = None) -> Any:  # fmt: skip
-            try:
-                return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
-                                     evaluate_config, evaluate_fn)  # fmt: skip
-            except _Spent:
-                result = Result()
-                result.arrays = self.latest
-                return result
-
-        @property
-        def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
-            return self
 
     return ISPStrategy()
 
@@ -370,18 +398,12 @@ def make_bara(*, K: int, total_budget: float, aggregation: Any, cost_metric: str
     client seen; the run's last round asks the most clients the budget left affords.
     ``validate(w_arrays) -> loss`` is the server's validation loss (not charged)."""
     from flwr.app import ArrayRecord
-    from flwr.serverapp.strategy import FedAvg, Result
 
-    class BARAStrategy(FedAvg):
+    class BARAStrategy(_budgeted_fedavg(K, aggregation, cost_metric, cost_scale, round_cost)):
         def __init__(self) -> None:
-            super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
-                             min_available_nodes=K)  # fmt: skip
-            self.cost, self.costliest, self.rounds = 0.0, 0.0, 0
-            self.records: list[dict[str, Any]] = []
-            self.latest: ArrayRecord | None = None
+            super().__init__()
             self.points: list[tuple[float, float]] = []
             self.rewards: list[float] = []
-            self.num_rounds = 1
             self.before = math.nan
 
         def _worst(self, n: int) -> float:
@@ -409,40 +431,18 @@ def make_bara(*, K: int, total_budget: float, aggregation: Any, cost_metric: str
                             grid: Any) -> Any:  # fmt: skip
             self.latest = arrays
             self.before = validate(arrays)
-            self.n = self._choose() if self.rounds else min(m0, 1)
-            self.fraction_train = self.n / len(list(grid.get_node_ids()))
-            self.min_train_nodes = self.n
+            self.ask(self._choose(), grid)  # the first round: one client (no cost known)
             return super().configure_train(server_round, arrays, config, grid)
 
         def aggregate_train(self, server_round: int, replies: Any) -> Any:
-            replies = [m for m in replies if not m.has_error()]
-            costs = [cost_scale * float(m.content["metrics"][cost_metric]) for m in replies]
-            self.costliest = max([self.costliest, *costs])
-            self.cost += (max(costs, default=0.0) if round_cost == "slowest" else sum(costs)) + \
-                float(aggregation(self.n))  # fmt: skip
+            replies, used = self.round_cost(replies)
+            self.cost += used
             arrays, metrics = super().aggregate_train(server_round, replies)
             if arrays is not None:
                 self.latest = arrays
                 self.points.append((math.log(self.n), self.rounds / self.num_rounds))
                 self.rewards.append(self.before - validate(arrays))
-            self.rounds += 1
-            self.records.append({"server_round": server_round, "arm": self.n, "cost": self.cost})
+            self.record(server_round)
             return arrays, metrics
-
-        def start(self, grid: Any, initial_arrays: Any, num_rounds: int = 3,
-                  timeout: float = 3600, train_config: Any = None,
-                  evaluate_config: Any = None, evaluate_fn: Any = None) -> Any:  # fmt: skip
-            self.num_rounds = int(num_rounds)
-            try:
-                return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
-                                     evaluate_config, evaluate_fn)  # fmt: skip
-            except _Spent:
-                result = Result()
-                result.arrays = self.latest
-                return result
-
-        @property
-        def state(self) -> Any:  # the harness reads the cost as it reads EEGradStrategy's
-            return self
 
     return BARAStrategy()
