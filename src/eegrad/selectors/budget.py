@@ -183,10 +183,7 @@ class BudgetThompson(ProgressFit):
         contraction is not yet fitted, :math:`v_n \propto 1/n - 1/K` and :math:`\rho = 1`."""
         N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
-        # the fitted noise with every arm's weights equal: the arms alike (a pull's own
-        # unequal weights would make the arms pulled look noisier than the others)
-        noise = self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.equal_coefficients(), self.admissible(self.fit()[0])))[0]
+        noise = self.noise_of(self.fit()[0], equal=True)[0]
         if not (np.all(np.isfinite(noise)) and noise[0] > noise[-1]):  # no fit that tells n apart
             K = float(self.population) if self.population is not None else float(N)
             noise = 1.0 / n - 1.0 / max(K, float(N))

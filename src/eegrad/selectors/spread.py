@@ -387,11 +387,14 @@ class SpreadThompson(Selector):
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
         return self.noise_of(self.fit()[0])
 
-    def noise_of(self, theta: np.ndarray) -> np.ndarray:
+    def noise_of(self, theta: np.ndarray, equal: bool = False) -> np.ndarray:
         """Every arm's variance v_n under the noise's parameters ``theta``, shape (R, k), made
-        admissible (:meth:`admissible`), shape (R, N), the release's noise added."""
+        admissible (:meth:`admissible`), shape (R, N), the release's noise added; ``equal``:
+        every arm at equal weights (:meth:`equal_coefficients`), the arms alike, where a
+        pull's own weights would make the arms pulled look noisier than the others."""
+        coefficients = self.equal_coefficients() if equal else self.coefficients()
         return self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", self.coefficients(), self.admissible(theta)))  # fmt: skip
+            "rnk,rk->rn", coefficients, self.admissible(theta)))  # fmt: skip
 
     def admissible(self, theta: np.ndarray) -> np.ndarray:
         """The parameters the noise is predicted from, for a fit or a posterior draw
