@@ -88,15 +88,33 @@ class _Deployment:
         self.procs.append(proc)
         return proc
 
-    def superlink_and_supernodes(self, nodes: int) -> list[subprocess.Popen]:
+    def superlink(self) -> subprocess.Popen:
+        """The SuperLink, started and listening."""
         link = self.start("superlink", "flower-superlink", "--insecure", "--port",
                           str(self.link_port), "--disable-runtime-dependency-installation")  # fmt: skip
         _wait_for_port(self.link_port, link)
-        return [self.start(f"supernode-{i}", "flower-supernode", "--insecure",
-                           "--superlink", f"127.0.0.1:{self.link_port}",
-                           "--port", str(_free_port()),
-                           "--node-config", f"partition-id={i} num-partitions={nodes}")
-                for i in range(nodes)]  # fmt: skip
+        return link
+
+    def supernode(self, i: int, nodes: int) -> subprocess.Popen:
+        """SuperNode i of ``nodes`` (its partition), connecting to the SuperLink."""
+        return self.start(f"supernode-{i}", "flower-supernode", "--insecure",
+                          "--superlink", f"127.0.0.1:{self.link_port}",
+                          "--port", str(_free_port()),
+                          "--node-config", f"partition-id={i} num-partitions={nodes}")  # fmt: skip
+
+    def superlink_and_supernodes(self, nodes: int) -> list[subprocess.Popen]:
+        self.superlink()
+        return [self.supernode(i, nodes) for i in range(nodes)]
+
+    def flwr_run(self, run_config: str) -> subprocess.Popen:
+        """``flwr run`` of the shipped NumPy app on this deployment, its log streamed to a pipe."""
+        run = subprocess.Popen(
+            [str(BIN / "flwr"), "run", str(EXAMPLES / "flower_app"), "here", "--stream",
+             "--run-config", run_config],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.procs.append(run)
+        return run
 
     def close(self) -> None:
         for proc in reversed(self.procs):
@@ -104,6 +122,13 @@ class _Deployment:
         for log in self.logs:
             log.close()
         assert all(p.poll() is not None for p in self.procs)
+
+
+def _wait_for_a_record(records: Path, run: subprocess.Popen, timeout: float = 180.0) -> None:
+    """Until the run has recorded its first round (or ended, or ``timeout`` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while not _rows(records) and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -124,16 +149,8 @@ def test_a_supernode_killed_mid_run_does_not_stall_it(tmp_path):
     try:
         supernodes = dep.superlink_and_supernodes(nodes)
         records = tmp_path / "records.csv"
-        run = subprocess.Popen(
-            [str(BIN / "flwr"), "run", str(EXAMPLES / "flower_app"), "here", "--stream",
-             "--run-config", (f'num-server-rounds={rounds} min-nodes={nodes} '
-             f'csv-path="{records}"')],
-            env=dep.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        dep.procs.append(run)
-        deadline = time.monotonic() + 180
-        while not _rows(records) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.2)
+        run = dep.flwr_run(f'num-server-rounds={rounds} min-nodes={nodes} csv-path="{records}"')
+        _wait_for_a_record(records, run)
         assert _rows(records), "round 1 was never recorded"
         os.killpg(supernodes[-1].pid, signal.SIGKILL)  # the node and its ClientApp processes
         out, _ = run.communicate(timeout=300)
@@ -161,32 +178,15 @@ def test_one_node_at_the_first_round_then_late_joiners(tmp_path):
     nodes, rounds = 3, 6
     dep = _Deployment(tmp_path)
     try:
-        link = dep.start("superlink", "flower-superlink", "--insecure", "--port",
-                         str(dep.link_port), "--disable-runtime-dependency-installation")  # fmt: skip
-
-        def supernode(i):
-            return dep.start(f"supernode-{i}", "flower-supernode", "--insecure",
-                             "--superlink", f"127.0.0.1:{dep.link_port}",
-                             "--port", str(_free_port()),
-                             "--node-config", f"partition-id={i} num-partitions={nodes}")  # fmt: skip
-
-        _wait_for_port(dep.link_port, link)
-        supernode(0)
+        dep.superlink()
+        dep.supernode(0, nodes)
         records = tmp_path / "records.csv"
-        run = subprocess.Popen(
-            [str(BIN / "flwr"), "run", str(EXAMPLES / "flower_app"), "here", "--stream",
-             "--run-config", (f'num-server-rounds={rounds} min-nodes=1 '
-             f'csv-path="{records}"')],
-            env=dep.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        dep.procs.append(run)
+        run = dep.flwr_run(f'num-server-rounds={rounds} min-nodes=1 csv-path="{records}"')
         time.sleep(8.0)  # the run is up and waits: one node connected
         assert not _rows(records), "a round ran with one node"
-        supernode(1)
-        deadline = time.monotonic() + 180
-        while not _rows(records) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.2)
-        supernode(2)
+        dep.supernode(1, nodes)
+        _wait_for_a_record(records, run)
+        dep.supernode(2, nodes)
         out, _ = run.communicate(timeout=300)
         assert run.returncode == 0, out[-3000:]
         assert "Waiting for nodes: 1 of 2 connected" in out

@@ -142,11 +142,9 @@ def test_the_spread_from_secaggplus_is_unbiased_after_the_quantization_correctio
     np.testing.assert_allclose(sums.weighted_sum[0], W * means[0])
 
 
-def test_a_halted_round_is_lost_and_named_not_the_run(tmp_path):
-    """A node that drops out after the keys are shared, with a threshold that needs every
-    share: the workflow cannot unmask and halts. That round is recorded as halted, with every
-    asked node failed, no step and no replies; the next rounds run."""
-    app = _secagg_app()
+def _drop_one_node_at_round_2():
+    """A LocalGrid ``fail``: the first node asked for its masked vector at server round 2 sends
+    none (it dropped out after the keys were shared); every other message is answered."""
     dropped = []
 
     def fail(pid, msg):
@@ -157,6 +155,16 @@ def test_a_halted_round_is_lost_and_named_not_the_run(tmp_path):
             dropped.append(pid)
             return True
         return False
+
+    return fail
+
+
+def test_a_halted_round_is_lost_and_named_not_the_run(tmp_path):
+    """A node that drops out after the keys are shared, with a threshold that needs every
+    share: the workflow cannot unmask and halts. That round is recorded as halted, with every
+    asked node failed, no step and no replies; the next rounds run."""
+    app = _secagg_app()
+    fail = _drop_one_node_at_round_2()
 
     s = _strategy(selector=FixedArm(3), csv_path=tmp_path / "rounds.csv")
     res = start_secaggplus(s, LocalGrid(app, K, seed=2, fail=fail), _model(), 4,
@@ -249,16 +257,7 @@ def test_under_secaggplus_a_stragglers_wait_is_charged_as_on_the_plain_path():
 
     app = ClientApp(mods=[secaggplus_mod])
     app.train()(secaggplus_train(train))
-    dropped = []
-
-    def fail(pid, msg):
-        cfg = msg.content.config_records.get("secaggplus_configs")
-        if cfg is not None and cfg.get("stage") == "collect_masked_vectors" and \
-                int(msg.content.config_records["fitins.config"]["server-round"]) == 2 \
-                and not dropped:  # fmt: skip
-            dropped.append(pid)
-            return True
-        return False
+    fail = _drop_one_node_at_round_2()
 
     s = _strategy(budget=None, c_min=None, total_budget=100.0, round_cost="slowest",
                   cost_metric="seconds", aggregation=lambda n: 0.05 + 0 * np.asarray(n),

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_array, check_real, fail
+from .._validation import check_array, check_integer, check_real, fail
 
 __all__ = ["plan_rounds", "planned_value"]
 
@@ -96,9 +96,7 @@ def plan_rounds(costs: np.ndarray, noise: np.ndarray, rho: float, rounds: int,
         raise fail("noise", owner, "variances >= 0 for every arm", v)
     rho = check_real(rho, "rho", owner, gt=0, le=1)
     budget = check_real(budget, "budget", owner, ge=0)
-    if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 1:
-        raise fail("rounds", owner, "an integer >= 1", rounds)
-    h = int(rounds)
+    h = check_integer(rounds, "rounds", owner, ge=1)
     hull = _hull(c, v)
     hc, hv = c[hull], v[hull]
     weights = rho ** np.arange(h - 1, -1, -1, dtype=np.float64)  # the next round first
