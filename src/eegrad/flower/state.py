@@ -20,6 +20,7 @@ import numpy as np
 
 from .driver import RuleDriver
 from .privacy import PrivateRounds
+from .stops import RunStopped
 
 __all__ = ["PendingRound", "RunState", "Streams"]
 
@@ -167,7 +168,7 @@ class RunState:
     latest: Any = None
     evaluated: dict[int, Any] = field(default_factory=dict)
     evaluates: bool = False
-    spent: Any = None
+    spent: RunStopped | None = None
     stopped: str | None = None
 
     def state_dict(self) -> dict[str, Any]:
