@@ -265,13 +265,7 @@ class Selector:
         self._check_pending(np.asarray(evidence.arms), call)
         R, N, _ = self._shape  # type: ignore[misc]
         owner = f"{type(self).__name__}.{call}"
-        kind = evidence.statistic  # its values named before what the rule reads (cheap: R, m)
-        if kind == "pairs":
-            evidence.checked_pairs(R, owner)
-        elif kind == "sums":
-            evidence.checked_sums(R, owner)
-        elif kind == "summary":
-            evidence.checked_summary(R, N, owner)
+        evidence.check_small(R, N, owner)  # its values named before what the rule reads
         lacking = evidence.lacking(self.reads, self.goes_without)
         if "mean" in lacking and evidence.statistic in ("pairs", "sums"):
             raise ProtocolError(f"{self!r} does not learn from parts (it reads 'mean' of each "

@@ -145,6 +145,18 @@ class RoundEvidence:
             return "mean"
         return "summary" if self.sq_increment is not None else None
 
+    def check_small(self, R: int, N: int, owner: str) -> None:
+        """Check the record's statistic where it is small (the pair sums and weights, the sums,
+        the summary: O(R m) numbers), so that a bad value is named before anything else of the
+        record; a mean (O(R d)) is checked where it is read (:meth:`checked_mean`)."""
+        kind = self.statistic
+        if kind == "pairs":
+            self.checked_pairs(R, owner)
+        elif kind == "sums":
+            self.checked_sums(R, owner)
+        elif kind == "summary":
+            self.checked_summary(R, N, owner)
+
     def lacking(self, reads: frozenset[str], optional: frozenset[str] = OPTIONAL) -> list[str]:
         """What of ``reads`` the record must hold and does not (``optional`` aside)."""
         return [name for name in sorted((reads & ROUND) - optional) if not self.holds(name)]
