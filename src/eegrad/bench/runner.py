@@ -37,7 +37,7 @@ from .methods import (
     make_isp,
     phase_counts,
 )
-from .models import CNN1d, Model, local_train, make_model
+from .models import BATCH, CNN1d, Model, local_train, make_model
 from .settings import PER_SAMPLE, SETTINGS, BenchSetting
 
 __all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Federation",
@@ -188,7 +188,12 @@ def check_method(method: str, setting: str, quick: bool = False) -> str:
     return method
 
 
-def _client_app(fed: Federation) -> Any:
+def _client_app(fed: Federation, report_steps: bool = False) -> Any:
+    """The bench's ClientApp: each client trains E epochs of mini-batches (of
+    :data:`~eegrad.bench.models.BATCH`) on its own rows, or with B a round on the samples its
+    share buys, and replies its loss, samples, seconds and cost; with ``report_steps`` also the
+    local steps it took (``local-steps``, as :func:`~eegrad.flower.budgeted_train` reports them;
+    the bench's own clients do not, a study's may)."""
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
@@ -213,6 +218,8 @@ def _client_app(fed: Federation) -> Any:
         fed.seconds.setdefault(rnd, []).append(seconds)
         metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds,
                    "cost": idx.size * per_sample}  # fmt: skip
+        if report_steps:
+            metrics["local-steps"] = fed.setting.epochs * -(-int(idx.size) // BATCH)
         return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
                                    "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
 
@@ -269,8 +276,10 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
 
 
 def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
-            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
-    """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round."""
+            report_steps: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round; with
+    ``report_steps`` its clients report their local steps (:func:`_client_app`; never in the
+    bench's own runs, which :func:`job` stores)."""
     import logging
 
     from flwr.app import Array, ArrayRecord, ConfigRecord
@@ -302,8 +311,8 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
                 mark["next"] += step
 
     w0 = ArrayRecord({"w": Array(fed.model.initial(seed))})
-    result = strategy.start(grid=LocalGrid(_client_app(fed), fed.K), initial_arrays=w0,
-                            num_rounds=fed.rounds, train_config=ConfigRecord({"lr": float(lr)}),
+    result = strategy.start(grid=LocalGrid(_client_app(fed, report_steps), fed.K),
+                            initial_arrays=w0, num_rounds=fed.rounds, train_config=ConfigRecord({"lr": float(lr)}),
                             evaluate_fn=evaluate)  # fmt: skip
     records = strategy.records
     last = records[-1]["server_round"] if records else 0
