@@ -273,26 +273,29 @@ def test_a_per_round_setting_sends_shares_and_runs_no_isp():
 
 def test_a_study_client_reports_its_local_steps_and_the_benchs_own_do_not():
     """``report_steps`` adds ``local-steps``: E epochs of ⌈b/32⌉ mini-batches on the b samples
-    the share buys; the bench's own clients report none."""
+    the share buys ("steps"), or b ("samples"); the bench's own clients report none."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
     from eegrad.flower import LocalGrid
 
     fed = runner.federation("digits-softmax-20-round", seed=0, quick=True)
     replies = {}
-    for report in (True, False):
+    for report in ("steps", "samples", None):
         grid = LocalGrid(runner._client_app(fed, report_steps=report), fed.K)
         config = ConfigRecord({"server-round": 1, "lr": 0.1, "budget-share": 1.5})
         msgs = [Message(RecordDict({"arrays": ArrayRecord({"w": Array(fed.model.initial(0))}),
                                     "config": config}), dst_node_id=node, message_type="train")
                 for node in grid.get_node_ids()]  # fmt: skip
         replies[report] = [r.content["metrics"] for r in grid.send_and_receive(msgs)]
-    sizes = [int(m["num-examples"]) for m in replies[True]]
+    sizes = [int(m["num-examples"]) for m in replies["steps"]]
     assert max(sizes) > 32  # more than one mini-batch an epoch
     assert min(sizes) <= 32  # and one
-    assert [m["local-steps"] for m in replies[True]] == [
+    assert [m["local-steps"] for m in replies["steps"]] == [
         fed.setting.epochs * -(-b // 32) for b in sizes]
-    assert not any("local-steps" in m for m in replies[False])
+    assert [m["local-steps"] for m in replies["samples"]] == sizes
+    assert not any("local-steps" in m for m in replies[None])
+    with pytest.raises(ValueError, match="'report_steps' parameter.*'steps' or 'samples'"):
+        runner._client_app(fed, report_steps=True)
 
 
 def test_the_1d_cnn_learns_mnist1d_on_a_client_and_holds_the_flat_interface():

@@ -188,12 +188,15 @@ def check_method(method: str, setting: str, quick: bool = False) -> str:
     return method
 
 
-def _client_app(fed: Federation, report_steps: bool = False) -> Any:
+def _client_app(fed: Federation, report_steps: str | None = None) -> Any:
     """The bench's ClientApp: each client trains E epochs of mini-batches (of
-    :data:`~eegrad.bench.models.BATCH`) on its own rows, or with B a round on the samples its
-    share buys, and replies its loss, samples, seconds and cost; with ``report_steps`` also the
-    local steps it took (``local-steps``, as :func:`~eegrad.flower.budgeted_train` reports them;
-    the bench's own clients do not, a study's may)."""
+    :data:`~eegrad.bench.models.BATCH`) on its own rows, or with B a round on the samples b its
+    share buys, and replies its loss, samples, seconds and cost. The bench's own clients report
+    no local steps; a study's may (``local-steps``): with ``report_steps="steps"`` those taken,
+    E⌈b/32⌉, as :func:`~eegrad.flower.budgeted_train` reports them; with ``"samples"`` b, as if
+    its steps were in proportion to its samples."""
+    if report_steps not in (None, "steps", "samples"):
+        raise fail("report_steps", "_client_app", "None, 'steps' or 'samples'", report_steps)
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
@@ -218,8 +221,10 @@ def _client_app(fed: Federation, report_steps: bool = False) -> Any:
         fed.seconds.setdefault(rnd, []).append(seconds)
         metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds,
                    "cost": idx.size * per_sample}  # fmt: skip
-        if report_steps:
+        if report_steps == "steps":
             metrics["local-steps"] = fed.setting.epochs * -(-int(idx.size) // BATCH)
+        elif report_steps == "samples":
+            metrics["local-steps"] = int(idx.size)
         return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}),
                                    "metrics": MetricRecord(metrics)}), reply_to=msg)  # fmt: skip
 
@@ -276,7 +281,7 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
 
 
 def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
-            report_steps: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            report_steps: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round; with
     ``report_steps`` its clients report their local steps (:func:`_client_app`; never in the
     bench's own runs, which :func:`job` stores)."""
