@@ -37,7 +37,7 @@ def recording(cls: type[ProgressThompson], log: list[tuple]) -> type[ProgressTho
         def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any,
                          owner: str) -> None:  # fmt: skip
             arms = np.asarray(arms)
-            told = np.any(self._arm_rounds > 0)
+            told = self._signal.told()
             predicted = self.predicted()[self._rows, arms] + (
                 self.signal()[self._rows, arms] if told else np.nan)  # fmt: skip
             super()._note_signal(arms, mean_norm2, persistence, owner)

@@ -42,6 +42,7 @@ import numpy as np
 from eegrad import BudgetThompson, ProgressThompson
 from eegrad.examples import scorecard
 from eegrad.selectors.progress import nonnegative_minimum
+from eegrad.selectors.signal_curve import SignalCurve
 
 
 def project_nonnegative(theta: np.ndarray, normal: np.ndarray) -> np.ndarray:
@@ -160,20 +161,21 @@ class SignalFromSpread(ProgressThompson):
     noise (n >= 2); a round of one client has none, and its ‖ū‖² less the predicted noise is
     as wrong as that prediction."""
 
-    _ARMS = ("_arm_q", "_arm_s", "_arm_rounds")
+    _ARMS = ("arm_q", "arm_s", "arm_rounds")
     _SHAPE = ("_shape_q", "_shape_s", "_shape_ss", "_shape_rounds")
 
     def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any, owner: str) -> None:
         one = np.asarray(arms) == 0
         if not np.any(one):
             return super()._note_signal(arms, mean_norm2, persistence, owner)
-        saved = {k: getattr(self, k).copy() for k in self._ARMS + self._SHAPE}
+        curve = self._signal
+        saved = {k: getattr(curve, k).copy() for k in self._ARMS + self._SHAPE}
         super()._note_signal(arms, mean_norm2, persistence, owner)
         for k in self._ARMS:  # the round's evidence taken back, its age kept
-            getattr(self, k)[one] = (saved[k] * self.discount)[one]
+            getattr(curve, k)[one] = (saved[k] * self.discount)[one]
         for k in self._SHAPE:
-            getattr(self, k)[one] = (saved[k] * self.shape_discount)[one]
-        self._fit_signal()
+            getattr(curve, k)[one] = (saved[k] * self.shape_discount)[one]
+        curve.fit()
 
 
 class ScalarRate(ProgressThompson):
@@ -266,20 +268,45 @@ class FlatCurve(ProgressThompson):
     def flat_rows(self) -> np.ndarray:
         raise NotImplementedError
 
-    def _fit_signal(self) -> None:
-        super()._fit_signal()
-        rows = self.flat_rows()
-        if not rows.any() or self._shape_beta.shape[1] == 1:
+    def unshrunk_rows(self) -> np.ndarray:
+        """The rows whose curve is its fit as it is, not shrunk towards its prior (none)."""
+        return np.zeros(self._shape[0], bool)
+
+    def _new_signal_curve(self, R: int) -> SignalCurve:
+        return _FlatSignal(self, self._spend, R, self.signal_degree, self.discount,
+                           self.shape_discount)  # fmt: skip
+
+
+class _FlatSignal(SignalCurve):
+    """The signal's curve of a :class:`FlatCurve` rule: after each fit, flat in the rows the
+    rule's ``flat_rows`` names, and unshrunk in those its ``unshrunk_rows`` names."""
+
+    def __init__(self, rule: FlatCurve, *args: Any) -> None:
+        super().__init__(*args)
+        self.rule = rule
+
+    def fit(self) -> None:
+        super().fit()
+        rows = self.rule.flat_rows()
+        if not rows.any() or self.shape_beta.shape[1] == 1:
             return
-        self._shape_beta[rows, 1:] = 0.0
-        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))
+        self.shape_beta[rows, 1:] = 0.0
+        shape = np.exp(np.clip(self.linear(self.shape_beta, 1), -700, 700))
         with np.errstate(invalid="ignore", divide="ignore"):
-            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
+            c = (self.arm_s * shape).sum(axis=1) / (self.arm_q * shape * shape).sum(axis=1)
         ok = rows & np.isfinite(c) & (c > 0)
-        self._beta[ok, 0] = np.log(c[ok])
-        self._beta[ok, 1:] = 0.0
-        self._fitted |= ok
-        self._curve = self._shrunk_curve()
+        self.beta[ok, 0] = np.log(c[ok])
+        self.beta[ok, 1:] = 0.0
+        self.fitted |= ok
+        self.set_curve(self.shrunk())
+
+    def shrunk(self) -> np.ndarray:
+        curve = super().shrunk()
+        rows = self.rule.unshrunk_rows()
+        if rows.any():
+            curve = curve.copy()
+            curve[rows] = self.beta[rows]
+        return curve
 
 
 class FlatWhereStepsEqual(FlatCurve):
@@ -359,13 +386,8 @@ class FittedWhereStepsEqual(OneStepFlat):
     steps at every arm (a flat steps prior, not one step), the signal curve's fitted slope
     unshrunk: there a client's drift towards its own data depends on its samples."""
 
-    def _shrunk_curve(self) -> np.ndarray:
-        curve = super()._shrunk_curve()
-        rows = self.steps_equal() & ~one_step(self)
-        if rows.any():
-            curve = curve.copy()
-            curve[rows] = self._beta[rows]
-        return curve
+    def unshrunk_rows(self) -> np.ndarray:
+        return self.steps_equal() & ~one_step(self)
 
 
 class UnshrunkCurvature(ProgressThompson):

@@ -113,11 +113,12 @@ def rows(optax: Path | None) -> list[dict[str, Any]]:
     driver = getattr(fl, "driver", None)
     if driver is not None and hasattr(driver, "RuleDriver"):
         out.append(measure("RuleDriver", _source(driver.RuleDriver), MODES["rule"]))
-    from eegrad.selectors import progress
+    from eegrad.selectors import progress, signal_curve
 
-    for name in ("ProgressFit", "ProgressThompson", "BudgetThompson", "SpreadThompson",
-                 "EEGrad", "FixedArm", "Selector"):  # fmt: skip
-        cls = getattr(progress, name, None) or getattr(sel, name, None)
+    for name in ("ProgressFit", "SignalCurve", "ProgressThompson", "BudgetThompson",
+                 "SpreadThompson", "EEGrad", "FixedArm", "Selector"):  # fmt: skip
+        cls = (getattr(progress, name, None) or getattr(signal_curve, name, None)
+               or getattr(sel, name, None))  # fmt: skip
         if cls is not None:
             out.append(measure(name, _source(cls), MODES["rule"]))
     return out

@@ -276,7 +276,7 @@ class BudgetThompson(ProgressFit):
                     f"(n = {last + 1}), its noise stays in the final model")
         if N == 1:
             return None
-        if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+        if self.rounds < len(self.warmup_arms) or not self._signal.told():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         noise = self.predicted()
         if not self._told():
@@ -297,7 +297,7 @@ class BudgetThompson(ProgressFit):
         if (last := self._ending_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
-        if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+        if N == 1 or self.rounds < len(self.warmup_arms) or not self._signal.told():
             return super()._select(t)
         d = self._objective(self.predicted())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n

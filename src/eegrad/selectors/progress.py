@@ -136,30 +136,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from .._validation import check_array, check_integer, check_real, fail
 from .evidence import Outlook, RoundEvidence
 from .progress_fits import (
     KeptFit,
     LevelContraction,
-    LocalSteps,
     PersistenceFit,
     nonnegative_minima,
     nonnegative_minimum,
 )
 from .registry import register_rule
+from .signal_curve import STEPS_SPAN, SignalCurve
 from .spread import SpreadThompson, leading_arms
 
-__all__ = ["ProgressFit", "ProgressThompson", "nonnegative_minima", "nonnegative_minimum"]
-
-_RIDGE = 1e-8  # relative ridge on the signal fit's normal matrix
-_NEWTON = 8  # Gauss–Newton iterations of the signal's fit (warm-started)
-_SLOPE = 8.0  # at most e⁸ between the signals at the ends of the spend's range
-_PRIOR_FLAT = 1e-9  # a steps prior no larger says every arm takes the same steps (rounding)
-#: The arms' local steps span at least this factor: the curve's regressor is the steps themselves.
-STEPS_SPAN = 2.0
-_STEPS_SLOPE = 2.0  # the prior of the log-signal's slope in the log steps: s ∝ k²
+__all__ = ["STEPS_SPAN", "ProgressFit", "ProgressThompson", "nonnegative_minima",
+           "nonnegative_minimum"]  # fmt: skip
 
 
 class ProgressFit(SpreadThompson):
@@ -216,32 +208,9 @@ class ProgressFit(SpreadThompson):
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence of noise, signal or persistence yet."""
         super().init(R, N, d, truth, streams)
-        k = self.signal_degree + 1
-        log_spend = np.log(self._spend)
-        span = float(log_spend.max() - log_spend.min())
-        centred = (log_spend - log_spend.mean()) / (span if span > 0 else 1.0)
-        self._spend_features = np.stack([centred**j for j in range(k)], axis=1)  # (N, k)
-        # The curve's regressors, per realization (R, N, k): the scaled log-spend's powers, or
-        # where the arms' steps span STEPS_SPAN, their centred log steps' (_set_regressors).
-        self._features = np.repeat(self._spend_features[None], R, axis=0)
-        self._steps_regime = np.zeros(R, bool)
-        # Per arm, discounted: Σ q (weights), Σ q ŝ, Σ 1 (rounds).
-        self._arm_q = np.zeros((R, N))
-        self._arm_s = np.zeros((R, N))
-        self._arm_rounds = np.zeros((R, N))
-        # The same of the signals divided by the level at their round (the curve's shape),
-        # discounted by shape_discount: the arms' relative gains outlive the level's drift.
-        self._shape_q = np.zeros((R, N))
-        self._shape_s = np.zeros((R, N))
-        self._shape_ss = np.zeros((R, N))
-        self._shape_rounds = np.zeros((R, N))
-        self._beta = np.zeros((R, k))  # the signal curve's fit: level and shape
-        self._shape_beta = np.zeros((R, k))  # the shape's own fit (warm start)
-        self._curve = np.zeros((R, k))  # the curve as the rule uses it (signal_curve)
-        self._fitted = np.zeros(R, bool)  # a fit has found a positive level
-        #: The clients' reported local steps by arm (discounted by shape_discount): the
-        #: log-signal curve is shrunk towards twice their slope.
-        self._steps = LocalSteps(R, N, self.shape_discount)
+        #: The signal's curve over the arms (:class:`~eegrad.selectors.signal_curve.SignalCurve`),
+        #: with the clients' reported local steps.
+        self._signal = self._new_signal_curve(R)
         self._round_noise = None  # the last round's own estimate of its noise
         # the last round told had fewer than two parts, and no round before it a spread
         self._before_any_spread = False
@@ -251,6 +220,11 @@ class ProgressFit(SpreadThompson):
         self._persistence = PersistenceFit(R)
         self._level = LevelContraction(R)
         self._kept = KeptFit(R)
+
+    def _new_signal_curve(self, R: int) -> SignalCurve:
+        """The signal's model of a run of R realizations (a study's rule may give a variant)."""
+        return SignalCurve(self._spend, R, self.signal_degree, self.discount,
+                           self.shape_discount)  # fmt: skip
 
     # -- the round's record ------------------------------------------------------------------------
     def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
@@ -302,41 +276,20 @@ class ProgressFit(SpreadThompson):
         own = self._round_noise  # the round's own noise, from its spread (None: no spread)
         v_round = v if own is None else np.where(np.isfinite(own), own, v)
         self._round_noise = None
-        told = np.any(self._arm_rounds > 0)
+        told = self._signal.told()
         # Var ‖ū‖² grows as the square of its expectation, predicted before this round (a
         # weight that read the round's own ‖ū‖² would bias the fit).
         m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
         q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
-        s = y - v_round
-        lam = self.discount
-        for arr in (self._arm_q, self._arm_s, self._arm_rounds):
-            arr *= lam
-        self._arm_q[self._rows, arms] += q
-        self._arm_s[self._rows, arms] += q * s
-        self._arm_rounds[self._rows, arms] += 1.0
-        # The level before this round (the fit's, or the rounds' weighted mean signal).
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_signal = self._arm_s.sum(axis=1) / self._arm_q.sum(axis=1)
-        level = np.where(self._fitted, np.exp(self._beta[:, 0]), mean_signal)
-        level = np.where(np.isfinite(level) & (level > 0), level, np.nan)
-        r, qr = s / level, q * level * level
-        known = np.isfinite(r) & np.isfinite(qr)
-        for arr in (self._shape_q, self._shape_s, self._shape_ss, self._shape_rounds):
-            arr *= self.shape_discount
-        rows, cols = self._rows[known], arms[known]
-        self._shape_q[rows, cols] += qr[known]
-        self._shape_s[rows, cols] += (qr * r)[known]
-        self._shape_ss[rows, cols] += (qr * r * r)[known]
-        self._shape_rounds[rows, cols] += 1.0
-        self._fit_signal()
+        self._signal.add(arms, y - v_round, q)
         level = self.signal().max(axis=1)
-        self._level.track(level, self._fitted & (level > 0))
+        self._level.track(level, self._signal.fitted & (level > 0))
         x = np.sqrt(self.signal()[self._rows, arms])
-        self._persistence.discount(lam)
+        self._persistence.discount(self.discount)
         if p is not None and self._last is not None:
             self._persistence.add(*self._last, x, v, p)
         self._last = (x, v)
-        self._kept.note(y, v_round, p, lam)
+        self._kept.note(y, v_round, p, self.discount)
 
     def kept(self) -> np.ndarray:
         r""":math:`1 - \hat a`, shape (R,): what of a round's deviation from the optimum the
@@ -354,84 +307,20 @@ class ProgressFit(SpreadThompson):
         r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
         shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
         A round whose clients report none is simply not told."""
-        self._steps.note(self._rows, arms, self._checked_steps(steps, owner))
-        self._set_regressors()
+        self._signal.note_steps(arms, self._checked_steps(steps, owner))
 
     # -- the signal's curve and its prior -----------------------------------------------------------
     def arm_steps(self) -> np.ndarray:
-        r"""Every arm's local steps as the curve's steps regressor reads them, shape (R, N):
-        :math:`\exp` of the arms' mean log steps (each round's mean weighted by its clients,
-        discounted by ``shape_discount``), fitted non-decreasing in the spend (a larger share
-        never buys fewer steps: isotonic regression, which pools an arm whose few clients
-        happened to take more steps than a larger share's), interpolated in the log-spend
-        between the arms told and constant beyond them (a share larger than any told is not
-        assumed to buy more steps: a client's data can be exhausted); NaN in rows told none."""
-        R, N = self._steps.clients.shape
-        out = np.full((R, N), np.nan)
-        ell = np.log(self._spend)
-        order = np.argsort(ell, kind="stable")  # the arms by increasing spend
-        for r in range(R):
-            q = self._steps.clients[r, order]
-            told = q > 0
-            if not told.any():
-                continue
-            y = self._steps.clients_log[r, order][told] / q[told]
-            fitted = isotonic_regression(y, weights=q[told], increasing=True).x
-            out[r, order] = np.exp(np.interp(ell[order], ell[order][told], fitted))
-        return out
-
-    def _set_regressors(self) -> None:
-        """Each realization's regressors of the curve: its arms' centred log steps (and their
-        square) where those span :data:`STEPS_SPAN` or more, else the scaled log-spend's."""
-        k = self._spend_features.shape[1]
-        if k == 1:
-            return
-        log_steps = np.log(self.arm_steps())
-        with np.errstate(invalid="ignore"):
-            span = np.max(log_steps, axis=1) - np.min(log_steps, axis=1)  # NaN: none told
-        self._steps_regime = span >= np.log(STEPS_SPAN) - 1e-12
-        features = np.repeat(self._spend_features[None], self._shape[0], axis=0)
-        for r in np.flatnonzero(self._steps_regime):
-            centred = log_steps[r] - log_steps[r].mean()
-            features[r] = np.stack([centred**j for j in range(k)], axis=1)
-        self._features = features
-
-    def _linear(self, beta: np.ndarray, first: int = 0) -> np.ndarray:
-        """Every arm's φ_n·b over the regressors from ``first`` on, shape (R, N), for
-        coefficients ``beta`` of shape (R, k)."""
-        if not self._steps_regime.any():  # every realization on the spend's shared regressors
-            return (self._spend_features[:, first:] @ beta[:, first:].T).T
-        return np.einsum("rnk,rk->rn", self._features[:, :, first:], beta[:, first:])
+        """Every arm's local steps as the curve's steps regressor reads them, shape (R, N)
+        (:meth:`SignalCurve.arm_steps <eegrad.selectors.signal_curve.SignalCurve.arm_steps>`);
+        NaN in rows told none."""
+        return self._signal.arm_steps()
 
     def steps_prior(self) -> np.ndarray:
-        r"""The prior of the log-signal curve's coefficients, shape (R, k): 0 for the level, and
-        for the slope twice the slope of the clients' log local steps in the curve's regressor
-        — to first order in the step size, k local steps move a client by :math:`\eta k\,g`,
-        so that :math:`s_n \propto \bar k_n^2`. Where the arms' steps span
-        :data:`STEPS_SPAN` or more, the regressor is their centred log steps
-        (:meth:`arm_steps`) and the prior of its slope is 2 (of its square, 0); elsewhere the
-        regressor is the scaled log-spend and the prior's slope is fitted by least squares over
-        the arms told, each weighted by its rounds (0 until as many arms as the curve has
-        coefficients have been told: a flat signal, FedSGD's)."""
-        R, k = self._beta.shape
-        prior = np.zeros((R, k))
-        q = self._steps.weight
-        told = q > 0
-        if k == 1 or not told.any():
-            return prior
-        prior[self._steps_regime, 1] = _STEPS_SLOPE
-        with np.errstate(invalid="ignore", divide="ignore"):
-            y = np.where(told, self._steps.log / q, 0.0)
-        X = self._spend_features  # (N, k): 1, ℓ[, ℓ²]
-        for r in range(R):
-            # the steps' regressor has its prior; the spend's needs as many arms as coefficients
-            if self._steps_regime[r] or np.count_nonzero(told[r]) < k:
-                continue
-            A = (X * q[r][:, None]).T @ X
-            b = X.T @ (q[r] * y[r])
-            coef, *_ = np.linalg.lstsq(A, b, rcond=None)
-            prior[r, 1:] = np.clip(2.0 * coef[1:], -_SLOPE, _SLOPE)
-        return prior
+        """The prior of the log-signal curve's coefficients, shape (R, k): twice the slope of
+        the clients' log local steps in the curve's regressor (:meth:`SignalCurve.steps_prior
+        <eegrad.selectors.signal_curve.SignalCurve.steps_prior>`)."""
+        return self._signal.steps_prior()
 
     def forget_persistence(self) -> None:
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
@@ -460,89 +349,22 @@ class ProgressFit(SpreadThompson):
         super()._observe_statistic(arms, y / gain2, x, coef, line, second)
 
     def _arm_scale(self) -> np.ndarray | float:
-        r""":math:`a_n^2 / a_0^2 = \exp(b_1\ell_n + b_2\ell_n^2)`, shape (R, N): the gain² of every
-        arm relative to the centre of the spend's range, from the signal's curve — the noise
-        of a round scales with its gain as its signal does (1 before any signal)."""
-        curve = getattr(self, "_curve", None)  # none while the spread rule's init runs
-        if curve is None or curve.shape[1] == 1:
-            return 1.0
-        return np.exp(np.clip(self._linear(curve, 1), -50.0, 50.0))
-
-    # -- the fits ----------------------------------------------------------------------------------
-    def _fit_signal(self) -> None:
-        """The curve's shape by Gauss–Newton on Σ_n Q_n (r̄_n − exp(φ_n·b))² over the
-        level-normalised signals r (long memory, warm-started), then its level by least squares
-        on the recent signals (short memory): the scale c minimising Σ_n Q_n (ŝ̄_n − c e^{φ_n·b})²."""
-        Q = self._shape_q
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(Q > 0, self._shape_s / Q, 0.0)
-        beta = self._shape_beta.copy()
-        for _ in range(_NEWTON):
-            mu = np.exp(np.clip(self._linear(beta), -700, 700))  # (R, N)
-            A, J = self._signal_normal_matrix(Q, beta)
-            g = np.einsum("rn,rni,rn->ri", Q, J, mean - mu)
-            step = np.linalg.solve(A, g[:, :, None])[:, :, 0]
-            beta = beta + np.clip(step, -2.0, 2.0)  # damped: a step of at most e² in the signal
-            beta[:, 1:] = np.clip(beta[:, 1:], -_SLOPE, _SLOPE)
-        ok = np.all(np.isfinite(beta), axis=1) & np.any(Q > 0, axis=1)
-        self._shape_beta = np.where(ok[:, None], beta, self._shape_beta)
-        shape = np.exp(np.clip(self._linear(self._shape_beta, 1), -700, 700))  # (R, N)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = (self._arm_s * shape).sum(axis=1) / (self._arm_q * shape * shape).sum(axis=1)
-        # No positive signal on the whole (the rounds are all noise): the level is left as it
-        # was (none yet: the rule is the spread rule's).
-        positive = np.isfinite(c) & (c > 0)
-        beta = self._shape_beta.copy()
-        beta[:, 0] = np.log(np.where(positive, c, 1.0))
-        self._beta = np.where(positive[:, None], beta, self._beta)
-        self._fitted |= positive
-        self._curve = self._shrunk_curve()
-
-    def _signal_normal_matrix(self, Q: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The Gauss–Newton normal matrix (ridged) and Jacobian of exp(φ·b) at ``beta``."""
-        mu = np.exp(np.clip(self._linear(beta), -700, 700))
-        J = mu[:, :, None] * self._features
-        A = np.einsum("rn,rni,rnj->rij", Q, J, J)
-        A += (_RIDGE * np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300))[:, None, None] * \
-            np.eye(beta.shape[1])  # fmt: skip
-        return A, J
+        r""":math:`a_n^2 / a_0^2`, shape (R, N): the gain² of every arm relative to the centre of
+        the spend's range, from the signal's curve (:meth:`SignalCurve.gain2
+        <eegrad.selectors.signal_curve.SignalCurve.gain2>`) — the noise of a round scales with
+        its gain as its signal does (1 before any signal)."""
+        signal = getattr(self, "_signal", None)  # none while the spread rule's init runs
+        return 1.0 if signal is None else signal.gain2()
 
     def signal_curve(self) -> np.ndarray:
-        r"""The log-signal curve's coefficients in (1, ℓ[, ℓ²]) as the rule uses them, shape
-        (R, k): the fit, each coefficient of the log-spend shrunk towards its prior
-        :math:`p_j` (:meth:`steps_prior`: 0 unless the clients report their local steps) by
-        its evidence, :math:`p_j + (\hat b_j - p_j) \max(0, 1 - \widehat{\mathrm{Var}}\,\hat
-        b_j / (\hat b_j - p_j)^2)`, so that a trend other than the prior's is followed only
-        where the rounds show one (a flat signal, FedSGD, is not read as a slope from noise;
-        clients whose larger shares buy more steps are not read as flat from noise). Computed
-        once per fit."""
-        return self._curve
-
-    def _shrunk_curve(self) -> np.ndarray:
-        """:meth:`signal_curve` from the current fit and the shape's evidence."""
-        beta = self._beta
-        if beta.shape[1] == 1:
-            return beta
-        Q, sb = self._shape_q, self._shape_beta
-        A, _ = self._signal_normal_matrix(Q, sb)
-        mu = np.exp(np.clip(self._linear(sb), -700, 700))
-        rounds = self._shape_rounds.sum(axis=1)
-        rss = self._shape_ss - 2.0 * mu * self._shape_s + mu * mu * Q  # per arm, Σ q (r − μ)²
-        k = beta.shape[1]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            sigma2 = np.where(rounds > k + 1.0, np.maximum(rss.sum(axis=1), 0.0) /
-                              np.maximum(rounds - k, 1.0), np.inf)  # fmt: skip
-            var = sigma2[:, None] * np.diagonal(np.linalg.inv(A), axis1=1, axis2=2)
-            prior = self.steps_prior()
-            off = beta - prior
-            keep = np.where(off != 0, np.maximum(0.0, 1.0 - var / (off * off)), 0.0)
-        keep[:, 0] = 1.0  # the level is kept as fitted
-        return prior + off * np.nan_to_num(keep)
+        """The log-signal curve's coefficients as the rule uses them, shape (R, k): the fit,
+        shrunk towards :meth:`steps_prior` by its evidence (:meth:`SignalCurve.curve
+        <eegrad.selectors.signal_curve.SignalCurve.curve>`)."""
+        return self._signal.curve()
 
     def signal(self) -> np.ndarray:
         """The fitted signal :math:`s_n = x_n^2` of every arm, shape (R, N) (0 before any)."""
-        s = np.exp(np.clip(self._linear(self.signal_curve()), -700, 700))
-        return np.where(self._fitted[:, None], s, 0.0)
+        return self._signal.signal()
 
     def curvature(self) -> np.ndarray:
         r"""(:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2): the curvature's cost of a
@@ -576,13 +398,13 @@ class ProgressFit(SpreadThompson):
 
     def steps_told(self) -> np.ndarray:
         """Whether the clients have reported their local steps (``local_steps``), shape (R,)."""
-        return self._steps.told()
+        return self._signal.steps.told()
 
     def steps_differ(self) -> np.ndarray:
         """Whether the clients' reported local steps differ between the arms, shape (R,): a
         non-zero :meth:`steps_prior` (False where none are told, or every arm takes the same
         steps: FedSGD, a fixed number of full-batch epochs)."""
-        return np.any(np.abs(self.steps_prior()[:, 1:]) > _PRIOR_FLAT, axis=1)
+        return self._signal.steps_differ()
 
     @staticmethod
     def progress(signal: np.ndarray, noise: np.ndarray, curvature: np.ndarray) -> np.ndarray:
@@ -611,7 +433,7 @@ class ProgressFit(SpreadThompson):
         cost = lam[:, 0] * s + lam[:, 1] * v
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.sqrt(s) / (2.0 * cost)
-        return np.where(self._fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
+        return np.where(self._signal.fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
 
 
 @register_rule("progress_thompson", label="Thompson on the progress of a round")
@@ -711,14 +533,14 @@ class ProgressThompson(ProgressFit):
         N = self._shape[1]
         if N == 1:
             return None
-        if self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+        if self.rounds < len(self.warmup_arms) or not self._signal.told():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         return leading_arms(self.predicted_progress()[0], top,
                             "a posterior draw of the expected decrease of the loss; by the fit")
 
     def _select(self, t: int) -> np.ndarray:
         N = self._shape[1]
-        if N == 1 or self.rounds < len(self.warmup_arms) or not np.any(self._arm_rounds > 0):
+        if N == 1 or self.rounds < len(self.warmup_arms) or not self._signal.told():
             return super()._select(t)
         d = self._objective(self._sampled_noise())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n

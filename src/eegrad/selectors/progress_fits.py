@@ -2,7 +2,8 @@ r"""The fits a rule of progress composes from its rounds, each a plain object wi
 state: the clients' local steps by arm (:class:`LocalSteps`), the curvature's costs from the
 rounds' persistence (:class:`PersistenceFit`), the signal level's contraction
 (:class:`LevelContraction`) and what of a round's deviation the next one keeps
-(:class:`KeptFit`). :class:`~eegrad.selectors.progress.ProgressFit` holds one of each
+(:class:`KeptFit`); the signal's curve is :class:`~eegrad.selectors.signal_curve.SignalCurve`.
+:class:`~eegrad.selectors.progress.ProgressFit` holds one of each
 (R realizations) and tells them its rounds; their models are in its module's notes and in
 each class's docstring.
 """
