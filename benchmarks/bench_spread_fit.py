@@ -22,9 +22,10 @@ def main() -> None:
         rule = SpreadThompson(population=20, noise_order=2)
         rule.init(R, 20, 3)
         # a well-posed fit: a normal matrix, moments and residual weights as after some rounds
-        rule._normal[:] = np.eye(3) + 0.1
-        rule._moment[:] = 1.0
-        rule._yy[:], rule._nu[:], rule._nu2[:] = 3.0, 5.0, 5.0
+        fit = rule._noise
+        fit.normal[:] = np.eye(3) + 0.1
+        fit.moment[:] = 1.0
+        fit.yy[:], fit.nu[:], fit.nu2[:] = 3.0, 5.0, 5.0
         best = np.inf
         for _ in range(5):
             t = time.perf_counter()

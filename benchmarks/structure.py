@@ -113,12 +113,12 @@ def rows(optax: Path | None) -> list[dict[str, Any]]:
     driver = getattr(fl, "driver", None)
     if driver is not None and hasattr(driver, "RuleDriver"):
         out.append(measure("RuleDriver", _source(driver.RuleDriver), MODES["rule"]))
-    from eegrad.selectors import progress, signal_curve
+    from eegrad.selectors import progress, signal_curve, spread_fit
 
     for name in ("ProgressFit", "SignalCurve", "ProgressThompson", "BudgetThompson",
-                 "SpreadThompson", "EEGrad", "FixedArm", "Selector"):  # fmt: skip
+                 "SpreadThompson", "SpreadFit", "EEGrad", "FixedArm", "Selector"):  # fmt: skip
         cls = (getattr(progress, name, None) or getattr(signal_curve, name, None)
-               or getattr(sel, name, None))  # fmt: skip
+               or getattr(spread_fit, name, None) or getattr(sel, name, None))  # fmt: skip
         if cls is not None:
             out.append(measure(name, _source(cls), MODES["rule"]))
     return out

@@ -216,7 +216,7 @@ def test_a_parameter_held_at_zero_is_fitted_and_drawn_at_zero():
                                                                             spend=SPEND, seed=0)
     _run_rule(held, 0, 30)
     _run_rule(full, 0, 30)
-    A, m = held.normal_matrix()[0], held._moment[0]
+    A, m = held.normal_matrix()[0], held._noise.moment[0]
     theta, cov = held.fit()
     np.testing.assert_allclose(theta[0], [m[0] / A[0, 0], 0.0], rtol=1e-12)
     np.testing.assert_array_equal(cov[0, 1], 0.0)
@@ -227,8 +227,40 @@ def test_a_parameter_held_at_zero_is_fitted_and_drawn_at_zero():
     # a draw's noise is S̃²·(Σp² − 1/K) alone (τ̃² = 0), S̃² >= 0
     ratio = draws / coef[None, :, 0]
     np.testing.assert_allclose(ratio, ratio[:, :1] * np.ones_like(ratio), rtol=1e-9)
-    A_full, m_full = full.normal_matrix()[0], full._moment[0]
+    A_full, m_full = full.normal_matrix()[0], full._noise.moment[0]
     np.testing.assert_allclose(full.fit()[0][0], np.linalg.solve(A_full, m_full), rtol=1e-9)
+
+
+def test_the_spread_fit_alone_recovers_the_parameters_from_exact_statistics():
+    # The plain object, told pair sums equal to their expectation x·θ (θ = (S², τ²) =
+    # (3, 200)) at arms of unequal weights: its normal equations hold θ exactly, and the fit
+    # is their ridged solution (the ridge, 1e-6 of the trace, weighs on τ²'s small column);
+    # an arm never pulled is predicted at equal weights; a parameter held at 0 is 0.
+    from eegrad.selectors.spread_fit import SpreadFit
+    from eegrad.spread import pair_design, variance_coefficients
+
+    theta = np.array([3.0, 200.0])
+    fit = SpreadFit(1, K, 2, SPEND, K, 1, discount=0.9)
+    for t in range(40):
+        n = 2 + t % 6
+        w = OMEGA[n - 1] * (1.0 + 0.1 * np.arange(n))[None]  # unequal weights in a round
+        x = pair_design(w, 1)
+        s = SPEND[n - 1] * np.ones((1, n))
+        line = np.stack([np.full(1, n), s.sum(1), (s * s).sum(1), w.sum(1), (s * w).sum(1)], 1)
+        fit.add(np.array([n - 1]), x @ theta, x, variance_coefficients(w, K, 1), line)
+    np.testing.assert_allclose(np.linalg.solve(fit.normal[0], fit.moment[0]), theta, rtol=1e-8)
+    est, cov = fit.fit(np.ones((1, 2), bool))
+    np.testing.assert_allclose(est[0], np.linalg.solve(fit.normal_matrix()[0], fit.moment[0]),
+                               rtol=1e-12)  # fmt: skip
+    assert fit.normal_matrix()[0, 1, 1] > fit.normal[0, 1, 1]  # the ridge
+    assert cov.shape == (1, 2, 2)
+    v = fit.variances(est)[0]
+    pulled = fit.pulls[0] > 0
+    assert pulled.sum() == 6
+    np.testing.assert_allclose(v[~pulled], fit.variances(est, equal=True)[0][~pulled])
+    held = fit.fit(np.array([[True, False]]))[0][0]
+    assert held[1] == 0.0
+    assert held[0] > theta[0]  # S² alone takes up what τ² explained
 
 
 def test_spread_thompson_predicts_n1_from_the_model():
@@ -242,7 +274,7 @@ def test_spread_thompson_predicts_n1_from_the_model():
     assert coef[0, 0] == pytest.approx(1.0 - 1.0 / K)
     assert rule.predicted()[0, 0] == pytest.approx(theta[0] * (1 - 1 / K) + theta[1] / omega1)
     # Every pulled arm's coefficients are its own weights' (Σp² − 1/K, Σp²/ω).
-    pulled = np.flatnonzero(rule._pulls[0] > 0)
+    pulled = np.flatnonzero(rule._noise.pulls[0] > 0)
     for a in pulled:
         n = a + 1
         assert coef[a] == pytest.approx([1 / n - 1 / K, 1 / (n * OMEGA[a])])

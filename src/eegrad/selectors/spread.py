@@ -67,7 +67,6 @@ from .._validation import check_array, check_client_counts, check_integer, check
 from ..spread import (
     check_noise_order,
     check_population,
-    equal_weight_coefficients,
     inverse_weights,
     pair_design,
     sums_design,
@@ -75,11 +74,9 @@ from ..spread import (
 )
 from .base import ProtocolError, Selector
 from .registry import register_rule
+from .spread_fit import SpreadFit
 
 __all__ = ["SpreadThompson"]
-
-_RIDGE = 1e-6  # relative ridge on the normal matrix: splits S², τ² (κ²) evenly when collinear
-
 
 def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
     """The warm-up's numbers of clients: integers >= 1, at least one >= 2."""
@@ -217,17 +214,11 @@ class SpreadThompson(Selector):
             check_client_counts(self.warmup, "warmup", owner, most=N)
         super().init(R, N, d, truth, streams)
         self.rounds = 0  # rounds told since init, across iterates
-        k = self.noise_order + 1  # θ = (S², τ²) or (S², τ², κ²)
-        self._normal = np.zeros((R, k, k))  # Σ ν x̃ x̃ᵀ
-        self._moment = np.zeros((R, k))  # Σ ν x̃ ỹ
-        self._yy = np.zeros(R)  # Σ ν ỹ²
-        self._nu = np.zeros(R)  # Σ ν
-        self._nu2 = np.zeros(R)  # Σ ν² (effective number of rounds: (Σν)² / Σν²)
-        self._coef = np.zeros((R, N, k))  # per arm, Σ (Σp² − 1/K, Σp²/ω[, Σp²/ω²]) over its pulls
-        self._pulls = np.zeros((R, N))  # per arm, discounted pulls
-        self._line = np.zeros((R, 5))  # Σ1, Σs, Σs², Σω, Σsω over parts: ω ≈ a + b s
         spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
         self._spend = np.asarray(spend, dtype=np.float64)
+        #: The noise's fit from the rounds' spread (θ = (S², τ²) or (S², τ², κ²)).
+        self._noise = SpreadFit(R, N, self.noise_order + 1, self._spend, self.population,
+                                self.noise_order, self.discount)  # fmt: skip
         #: The arms (n − 1) of the warm-up's rounds, in order.
         self.warmup_arms = self._default_warmup(N) if self.warmup is None else \
             [n - 1 for n in self.warmup]  # fmt: skip
@@ -297,91 +288,39 @@ class SpreadThompson(Selector):
         second statistic of the same round and its design (the weighted spread beside the
         pair sum), shares the round's degrees of freedom with the first."""
         self._advance(arms)
-        lam = self.discount
-        nu = np.maximum(line[:, 0] - 1.0, 0.0)  # degrees of freedom, n − 1
-        for arr in (self._normal, self._moment, self._yy, self._nu, self._coef, self._pulls,
-                    self._line):  # fmt: skip
-            arr *= lam
-        self._nu2 *= lam * lam
-        rows = [(y, x)] if second is None else [(y, x), second]
-        for y_j, x_j in rows:
-            self._add_row(y_j, x_j, nu / len(rows))
-        self._nu2 += nu * nu  # one round: its rows are not independent evidence
-        self._coef[self._rows, arms] += coef
-        self._pulls[self._rows, arms] += 1.0
-        self._line += line
+        self._noise.add(arms, y, x, coef, line, second)
         if np.all(line[:, 0] >= 2.0):  # a round that shows a spread (a driver's cap to one
             self.rounds += 1           # part, or failures, leave the warm-up where it was)
-
-    def _add_row(self, y: np.ndarray, x: np.ndarray, nu: np.ndarray) -> None:
-        """One statistic into the fit, normalised by its first design column and weighted
-        by ``nu``."""
-        pairs = x[:, 0]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            xt = np.where(pairs[:, None] > 0, x / pairs[:, None], 0.0)
-            yt = np.where(pairs > 0, y / pairs, 0.0)
-        self._normal += nu[:, None, None] * xt[:, :, None] * xt[:, None, :]
-        self._moment += nu[:, None] * xt * yt[:, None]
-        self._yy += nu * yt * yt
-        self._nu += nu
 
     # -- the fit -----------------------------------------------------------------------------------
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
         r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (with ``noise_order=2``,
         :math:`(S^2, \tau^2, \kappa^2)`; unconstrained, but 0 where :meth:`free_parameters`
-        holds one), shape (R, k), and its approximate posterior covariance, shape (R, k, k)."""
-        A = self.normal_matrix()
-        free = self.free_parameters()
-        if free.all():
-            Ainv, k = np.linalg.inv(A), A.shape[-1]
-        else:  # a parameter held at 0: its row and column of the system the identity's
-            both = free[:, :, None] & free[:, None, :]
-            eye = np.eye(A.shape[-1], dtype=bool)[None]
-            Ainv = np.linalg.inv(np.where(both, A, 0.0) + (~free[:, :, None] & eye))
-            Ainv, k = np.where(both, Ainv, 0.0), free.sum(axis=1)
-        theta = np.einsum("rij,rj->ri", Ainv, self._moment)
-        rss = (self._yy - 2.0 * np.einsum("ri,ri->r", theta, self._moment)
-               + np.einsum("ri,rij,rj->r", theta, self._normal, theta))  # fmt: skip
-        with np.errstate(invalid="ignore", divide="ignore"):
-            n_eff = np.where(self._nu2 > 0, self._nu**2 / self._nu2, 0.0)
-            # Residual variance per unit weight, with k parameters fitted; until more than
-            # k + 1 effective rounds, the raw second moment (wide on purpose).
-            phi = np.where(n_eff > k + 1.0, np.maximum(rss, 0.0) / self._nu * n_eff / (n_eff - k),
-                           self._yy / np.maximum(self._nu, 1e-300))  # fmt: skip
-        return theta, phi[:, None, None] * Ainv
+        holds one), shape (R, k), and its approximate posterior covariance, shape (R, k, k)
+        (:meth:`SpreadFit.fit <eegrad.selectors.spread_fit.SpreadFit.fit>`)."""
+        return self._noise.fit(self.free_parameters())
 
     def free_parameters(self) -> np.ndarray:
-        """Which of the noise's parameters :meth:`fit` estimates, shape (R, k) bool; the
+        r"""Which of the noise's parameters :meth:`fit` estimates, shape (R, k) bool; the
         others are held at 0 and drawn at 0 (here every one is fitted: a hook for a variant
-        of the model, e.g. :math:`\\kappa^2` held at 0 for clients that take one step)."""
-        return np.ones(self._moment.shape, dtype=bool)
+        of the model, e.g. :math:`\kappa^2` held at 0 for clients that take one step)."""
+        return np.ones(self._noise.moment.shape, dtype=bool)
 
     def normal_matrix(self) -> np.ndarray:
         """The fit's weighted normal matrix A, ridged (the posterior's precision up to the
         residual variance), shape (R, k, k)."""
-        A = self._normal.copy()
-        scale = np.maximum(np.trace(A, axis1=1, axis2=2), 1e-300)
-        return A + (_RIDGE * scale)[:, None, None] * np.eye(A.shape[-1])
+        return self._noise.normal_matrix()
 
     def coefficients(self) -> np.ndarray:
         """Each arm's (Σp² − 1/K, Σp²/ω[, Σp²/ω²]), shape (R, N, k): the mean over its pulls,
         or the prediction with equal weights for arms never pulled."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            seen = self._coef / self._pulls[:, :, None]
-        return np.where(self._pulls[:, :, None] > 0, seen, self.equal_coefficients())
+        return self._noise.coefficients()
 
     def equal_coefficients(self) -> np.ndarray:
         """Every arm's coefficients as predicted with equal weights, shape (R, N, k), pulled
         or not: the arms alike, for comparing them all (the weights a pull happened to have
         aside; :func:`~eegrad.spread.equal_weight_coefficients`)."""
-        c1, cs, css, cw, csw = (self._line[:, i] for i in range(5))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            det = c1 * css - cs * cs
-            b = np.where(det > 1e-12 * np.maximum(c1 * css, 1e-300), (c1 * csw - cs * cw) / det,
-                         np.where(cs > 0, cw / cs, 1.0))  # fmt: skip
-            a = np.where(det > 1e-12 * np.maximum(c1 * css, 1e-300), (cw - b * cs) / c1, 0.0)
-        omega = np.maximum(a[:, None] + b[:, None] * self._spend[None, :], 1.0)  # (R, N)
-        return equal_weight_coefficients(omega, self.population, self.noise_order)
+        return self._noise.equal_coefficients()
 
     def predicted(self) -> np.ndarray:
         """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
@@ -392,9 +331,8 @@ class SpreadThompson(Selector):
         admissible (:meth:`admissible`), shape (R, N), the release's noise added; ``equal``:
         every arm at equal weights (:meth:`equal_coefficients`), the arms alike, where a
         pull's own weights would make the arms pulled look noisier than the others."""
-        coefficients = self.equal_coefficients() if equal else self.coefficients()
-        return self._with_release(self._arm_scale() * np.einsum(
-            "rnk,rk->rn", coefficients, self.admissible(theta)))  # fmt: skip
+        return self._with_release(self._arm_scale() * self._noise.variances(
+            self.admissible(theta), equal))  # fmt: skip
 
     def admissible(self, theta: np.ndarray) -> np.ndarray:
         """The parameters the noise is predicted from, for a fit or a posterior draw
