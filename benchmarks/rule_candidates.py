@@ -210,7 +210,7 @@ class Horizon(BudgetThompson):
     def horizon_loss(self, noise: np.ndarray) -> np.ndarray:
         """The excess loss left, relative to today's, shape (R, N) (NaN where unknown)."""
         rho, injected = self._quadratic_round(noise)
-        H = self._budget_left / self._costs[None, :]
+        H = self._ahead.budget_left / self._ahead.costs[None, :]
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             decay = rho**H
             floor = injected * (1.0 - decay) / (1.0 - rho)
@@ -230,7 +230,7 @@ class EndInModel(BudgetThompson):
 
     def last_round_arm(self) -> int | None:
         last = super().last_round_arm()
-        if last is None or not np.any(self._arm_rounds > 0):
+        if last is None or not self._signal.told():
             return last
         noise = self.predicted()
         rho, injected = self._quadratic_round(noise)
@@ -239,7 +239,7 @@ class EndInModel(BudgetThompson):
             return last
         rate = self._objective(noise)[0]
         arm = rate.size - 1 - int(np.argmax(rate[::-1]))  # the rule's choice: ties to largest n
-        c, budget = self._costs, float(self._budget_left)
+        c, budget = self._ahead.costs, float(self._ahead.budget_left)
         best, best_k = np.inf, 0
         for k in range(int(budget // c[arm]) + 1):
             affordable = np.flatnonzero(c <= budget - k * c[arm])

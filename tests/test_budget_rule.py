@@ -207,3 +207,30 @@ def test_the_budget_rule_warms_up_on_two_clients_unless_told_otherwise():
     assert decrease.warmup_arms == [19, 1, 5]
 
 
+
+
+def test_what_a_total_budget_has_ahead_is_kept_and_read_by_hand():
+    """The outlook's plain object: nothing told, then costs c_n = 1 + 0.5 n, a budget left of
+    7 and 3 rounds left. The rounds bind (3 · 1.5 < 7); the last round is the most clients
+    whose cost fits in 7 and leaves less than the cheapest round (1.5): c_n in (5.5, 7], n = 10,
+    11 or 12 (c = 6, 6.5, 7), so n = 12. An outlook without costs keeps what was told."""
+    from eegrad.selectors.budget import BudgetAhead
+
+    ahead = BudgetAhead(12)
+    assert not ahead.told()
+    assert not ahead.rounds_bind()
+    assert ahead.last_round_arm() is None
+    costs = 1.0 + 0.5 * np.arange(1, 13)
+    ahead.take(Outlook(costs=costs, budget_left=7.0, rounds_left=3), "test")
+    assert ahead.told()
+    assert ahead.rounds_bind()
+    assert ahead.last_round_arm() == 11  # n = 12
+    ahead.take(Outlook(costs=costs, budget_left=6.9, rounds_left=3), "test")
+    assert ahead.last_round_arm() == 10  # n = 11: 6.5 <= 6.9 < 7
+    ahead.take(Outlook(rounds_left=1), "test")
+    assert ahead.rounds_left == 3
+    assert ahead.budget_left == 6.9
+    ahead.take(Outlook(costs=costs, budget_left=7.0, rounds_left=5), "test")
+    assert not ahead.rounds_bind()  # 5 · 1.5 > 7: the budget ends the run
+    with pytest.raises(ValueError, match="'rounds_left'"):
+        ahead.take(Outlook(costs=costs, budget_left=7.0, rounds_left=0), "test")

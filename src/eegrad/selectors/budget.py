@@ -73,7 +73,55 @@ from .progress import ProgressFit
 from .registry import register_rule
 from .spread import leading_arms
 
-__all__ = ["BudgetThompson"]
+__all__ = ["BudgetAhead", "BudgetThompson"]
+
+
+class BudgetAhead:
+    """What a run with a total budget has ahead, as each ask's outlook tells it: every n's
+    expected cost of a round, the budget left and the rounds left (each None until told; the
+    rounds left None in a run with no last round). A value not told keeps the last told."""
+
+    def __init__(self, N: int) -> None:
+        self.N = N
+        self.costs: np.ndarray | None = None
+        self.budget_left: float | None = None
+        self.rounds_left: int | None = None
+
+    def take(self, outlook: Outlook, owner: str) -> None:
+        """Every n's expected cost :math:`c_n > 0`, shape (N,), what the run has left to spend
+        (>= 0) and the rounds it has left (>= 1), from ``outlook`` where it tells the costs."""
+        if outlook.costs is None:
+            return
+        c = check_array(outlook.costs, "costs", owner, shape=(self.N,))
+        if np.any(c <= 0):
+            raise fail("costs", owner, "costs > 0 for every arm", c)
+        self.costs = c.copy()
+        self.budget_left = None if outlook.budget_left is None else check_real(
+            outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
+        self.rounds_left = None if outlook.rounds_left is None else check_integer(
+            outlook.rounds_left, "rounds_left", owner, ge=1)  # fmt: skip
+
+    def told(self) -> bool:
+        """Whether the costs and the budget left have been told."""
+        return self.costs is not None and self.budget_left is not None
+
+    def rounds_bind(self) -> bool:
+        """Whether the rounds left, not the budget, end the run: the budget left affords more
+        than the cheapest round in each of them."""
+        if self.rounds_left is None or not self.told():
+            return False
+        return self.rounds_left * float(self.costs.min()) < self.budget_left
+
+    def last_round_arm(self) -> int | None:
+        r"""The most clients whose round's expected cost fits in the budget left B and leaves
+        less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
+        (an arm, n − 1), or None where no round can end the run so, or before the costs and
+        the budget left are told."""
+        if self.costs is None or self.budget_left is None:
+            return None
+        c, left = self.costs, self.budget_left
+        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
+        return int(ends.max()) if ends.size else None
 
 
 @register_rule("budget_thompson", label="Thompson on the rate of a total budget")
@@ -143,30 +191,18 @@ class BudgetThompson(ProgressFit):
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence, no costs or budget told."""
         super().init(R, N, d, truth, streams)
-        self._costs = None  # the expected cost of a round of every arm (the outlook)
-        self._budget_left = None  # what the run has left to spend (the outlook)
-        self._rounds_left = None  # the rounds the run has left (the outlook; None: no limit)
+        #: The costs, budget left and rounds left the last ask's outlook told.
+        self._ahead = BudgetAhead(N)
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
-        """Take every n's expected cost :math:`c_n > 0`, shape (N,), and what the run has left
-        to spend (>= 0). Values not told keep the last told."""
-        if outlook.costs is None:
-            return
-        c = check_array(outlook.costs, "costs", owner, shape=(self._shape[1],))
-        if np.any(c <= 0):
-            raise fail("costs", owner, "costs > 0 for every arm", c)
-        self._costs = c.copy()
-        self._budget_left = None if outlook.budget_left is None else check_real(
-            outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
-        self._rounds_left = None if outlook.rounds_left is None else check_integer(
-            outlook.rounds_left, "rounds_left", owner, ge=1)  # fmt: skip
+        """Take every n's expected cost :math:`c_n > 0`, shape (N,), what the run has left
+        to spend (>= 0) and the rounds it has left (:class:`BudgetAhead`)."""
+        self._ahead.take(outlook, owner)
 
     def rounds_bind(self) -> bool:
         """Whether the rounds left, not the budget, end the run: the budget left affords more
         than the cheapest round in each of them (the module's notes, *The rounds left*)."""
-        if self._rounds_left is None or not self._told():
-            return False
-        return self._rounds_left * float(self._costs.min()) < self._budget_left
+        return self._ahead.rounds_bind()
 
     def plan_contraction(self) -> float:
         r""":math:`\rho = (1-\hat a)^2`, what of a round's noise each later round keeps
@@ -188,8 +224,9 @@ class BudgetThompson(ProgressFit):
             K = float(self.population) if self.population is not None else float(N)
             noise = 1.0 / n - 1.0 / max(K, float(N))
         rho = self.plan_contraction()
-        return plan_rounds(self._costs, np.maximum(noise, 0.0), rho, self._rounds_left,
-                           self._budget_left)  # fmt: skip
+        a = self._ahead
+        return plan_rounds(a.costs, np.maximum(noise, 0.0), rho, a.rounds_left,
+                           a.budget_left)  # fmt: skip
 
     def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""The total-budget objectives' quadratic, one round of each arm: the excess's
@@ -209,18 +246,13 @@ class BudgetThompson(ProgressFit):
         of a total budget*), with ``noise`` the arms' :math:`v_n` and s the smoothed signal
         level (NaN where unknown)."""
         rho, injected = self._quadratic_round(noise)
-        return ((1.0 - rho) - injected) / self._costs[None, :]
+        return ((1.0 - rho) - injected) / self._ahead.costs[None, :]
 
     def last_round_arm(self) -> int | None:
-        r"""The arm of the run's last round, or None: the most clients whose round's expected cost fits in the budget left
-        :math:`B` and leaves less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}` (the
-        module's notes, *The run's last round*); None where no round can end the run so, or
-        before the costs and the budget left are told."""
-        if self._costs is None or self._budget_left is None:
-            return None
-        c, left = self._costs, self._budget_left
-        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
-        return int(ends.max()) if ends.size else None
+        """The arm of the run's last round, or None: the most clients whose round's expected
+        cost fits in the budget left and leaves less than the cheapest round's (the module's
+        notes, *The run's last round*; :meth:`BudgetAhead.last_round_arm`)."""
+        return self._ahead.last_round_arm()
 
     def _ending_arm(self) -> int | None:
         """:meth:`last_round_arm` where the rule ends the run on it (``last_round``)."""
@@ -228,7 +260,7 @@ class BudgetThompson(ProgressFit):
 
     def _told(self) -> bool:
         """Whether the costs and the budget left have been told."""
-        return self._costs is not None and self._budget_left is not None
+        return self._ahead.told()
 
     # -- ask ---------------------------------------------------------------------------------------
     def _objective(self, noise: np.ndarray) -> np.ndarray:
@@ -268,8 +300,8 @@ class BudgetThompson(ProgressFit):
             why = ("what a round's noise the next keeps not yet fitted: an even split"
                    if not np.isfinite(keep) else f"each round keeps ρ = "
                    f"{self.plan_contraction():.3g} of the last one's noise")  # fmt: skip
-            return (f"the budget left, {self._budget_left:.4g}, split over the "
-                    f"{self._rounds_left} rounds left for the least noise at the end: n = "
+            return (f"the budget left, {self._ahead.budget_left:.4g}, split over the "
+                    f"{self._ahead.rounds_left} rounds left for the least noise at the end: n = "
                     f"{shown} ({why})")
         if (last := self._ending_arm()) is not None:
             return (f"the run's last round: the most clients the budget left affords "
