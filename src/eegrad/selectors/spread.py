@@ -32,8 +32,8 @@ Where the parts' weights differ within a round, their weighted spread
 :math:`Q = \sum_i\omega_i\|g_i - \bar g\|^2` weighs :math:`S^2` and :math:`\tau^2` otherwise
 than the pair sum (:math:`\mathbb E\,Q`: :func:`~eegrad.spread.sums_design`), so that the two
 identify both from fewer rounds; they enter the fit as two rows that share the round's n − 1
-degrees of freedom. Measured on the federated scorecard it moved the rule towards more clients
-where fewer were best (the federated guide, *Two statistics of a round*).
+degrees of freedom. Why it is off by default: the federated studies page, *Two statistics of
+a round*.
 
 **Several local steps** (``noise_order=2``). A client that runs E local epochs on the same
 :math:`\omega` samples returns an update whose noise falls faster than :math:`1/\omega`
@@ -110,12 +110,8 @@ class SpreadThompson(Selector):
     ----------
     discount : float
         Weight per round of age of past evidence, in (0, 1]: an effective memory of about
-        1/(1 − discount) rounds. The default, 0.9, was chosen by measurement: in ``eegrad
-        example flower`` (MNIST, two non-iid splits, 10 seeds) it had the smallest final gap
-        of 0.8, 0.9, 0.95, 0.98 and 1 on both splits with undamped steps; with the strategy's
-        damped exploration 0.9 and 0.95 are within one standard error of each other (the
-        federated guide). Run ``eegrad example flower --discounts ...`` to measure the choice on
-        your problem.
+        1/(1 − discount) rounds. Default 0.9 (how it was chosen: the federated studies page;
+        ``eegrad example flower --discounts ...`` measures the choice on your problem).
     population : int or None
         K, the number of clients the n are drawn from without replacement (finite-population
         correction); None for a large population or sampling with replacement.
