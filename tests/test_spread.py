@@ -245,9 +245,13 @@ def test_the_spread_fit_alone_recovers_the_parameters_from_exact_statistics():
         n = 2 + t % 6
         w = OMEGA[n - 1] * (1.0 + 0.1 * np.arange(n))[None]  # unequal weights in a round
         x = pair_design(w, 1)
-        s = SPEND[n - 1] * np.ones((1, n))
-        line = np.stack([np.full(1, n), s.sum(1), (s * s).sum(1), w.sum(1), (s * w).sum(1)], 1)
-        fit.add(np.array([n - 1]), x @ theta, x, variance_coefficients(w, K, 1), line)
+        told = fit.pair_round(np.array([n - 1]), x @ theta, w)
+        np.testing.assert_array_equal(told.x, x)
+        np.testing.assert_array_equal(told.coef, variance_coefficients(w, K, 1))
+        s = SPEND[n - 1]
+        np.testing.assert_allclose(told.line[0], [n, n * s, n * s * s, w.sum(), s * w.sum()])
+        assert told.second is None
+        fit.add(np.array([n - 1]), *told)
     np.testing.assert_allclose(np.linalg.solve(fit.normal[0], fit.moment[0]), theta, rtol=1e-8)
     est, cov = fit.fit(np.ones((1, 2), bool))
     np.testing.assert_allclose(est[0], np.linalg.solve(fit.normal_matrix()[0], fit.moment[0]),

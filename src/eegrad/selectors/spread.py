@@ -64,19 +64,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_array, check_client_counts, check_integer, check_real, fail
-from ..spread import (
-    check_noise_order,
-    check_population,
-    inverse_weights,
-    pair_design,
-    sums_design,
-    variance_coefficients,
-)
+from ..spread import check_noise_order, check_population
 from .base import ProtocolError, Selector
 from .registry import register_rule
 from .spread_fit import SpreadFit
 
 __all__ = ["SpreadThompson"]
+
 
 def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
     """The warm-up's numbers of clients: integers >= 1, at least one >= 2."""
@@ -250,19 +244,8 @@ class SpreadThompson(Selector):
 
     def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray,
                        weighted_spread: np.ndarray | None = None) -> None:  # fmt: skip
-        present = weights > 0
-        s = self._spend[arms][:, None] * present  # the spend of each part present
-        line = np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
-                         weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
-        second = None
-        if weighted_spread is not None and self.uses_weighted_spread:
-            inverse_sum = inverse_weights(weights).sum(axis=1) if self.noise_order == 2 else None
-            second = (weighted_spread, sums_design(
-                line[:, 0], line[:, 3], (weights * weights).sum(axis=1), self.population,
-                inverse_sum)[0])
-        self._observe_statistic(arms, y, pair_design(weights, self.noise_order),
-                                variance_coefficients(weights, self.population, self.noise_order),
-                                line, second)  # fmt: skip
+        second = weighted_spread if self.uses_weighted_spread else None
+        self._observe_statistic(arms, *self._noise.pair_round(arms, y, weights, second))
 
     def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
                       W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
@@ -270,11 +253,8 @@ class SpreadThompson(Selector):
             raise fail("inverse_weight_sum", f"{type(self).__name__}.tell_spread_sums",
                        "the sum Σ1/ω of the parts' inverse weights, which noise_order=2 needs "
                        "(eegrad.flower.with_spread_sums sends it)", None)  # fmt: skip
-        s = self._spend[arms]
-        x, coef = sums_design(n, W, W2, self.population,
-                              inverse_weight_sum if self.noise_order == 2 else None)
-        line = np.stack([n, n * s, n * s * s, W, s * W], axis=1)
-        self._observe_statistic(arms, spread, x, coef, line)
+        self._observe_statistic(arms, *self._noise.sums_round(arms, spread, n, W, W2,
+                                                               inverse_weight_sum))  # fmt: skip
 
     def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
                            coef: np.ndarray, line: np.ndarray,

@@ -15,13 +15,33 @@ b\,s` in the per-client spend fitted over every part seen.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..spread import equal_weight_coefficients
+from ..spread import (
+    equal_weight_coefficients,
+    inverse_weights,
+    pair_design,
+    sums_design,
+    variance_coefficients,
+)
 
-__all__ = ["SpreadFit"]
+__all__ = ["SpreadFit", "SpreadRound"]
 
 _RIDGE = 1e-6  # relative ridge on the normal matrix: splits S², τ² (κ²) evenly when collinear
+
+
+class SpreadRound(NamedTuple):
+    """One round's statistic as the fit takes it (:meth:`SpreadFit.add`): y (R,) with
+    E y = x·θ, its design x (R, k), the round's variance coefficients (R, k), its spend-line
+    sums (R, 5), and a second statistic of the round with its design, or None."""
+
+    y: np.ndarray
+    x: np.ndarray
+    coef: np.ndarray
+    line: np.ndarray
+    second: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class SpreadFit:
@@ -66,6 +86,37 @@ class SpreadFit:
         self.coef = np.zeros((R, N, k))
         self.pulls = np.zeros((R, N))
         self.line = np.zeros((R, 5))
+
+    def pair_round(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray,
+                   weighted_spread: np.ndarray | None = None) -> SpreadRound:  # fmt: skip
+        """A round told as its parts' pair sum y (R,) and weights (R, m) (0: a part absent) at
+        ``arms`` (R,): y's design :func:`~eegrad.spread.pair_design`, the round's variance
+        coefficients and its spend-line sums; with ``weighted_spread`` Q (R,), Q and its design
+        as the round's second statistic."""
+        present = weights > 0
+        s = self.spend[arms][:, None] * present  # the spend of each part present
+        line = np.stack([present.sum(axis=1), s.sum(axis=1), (s * s).sum(axis=1),
+                         weights.sum(axis=1), (s * weights).sum(axis=1)], axis=1)  # fmt: skip
+        second = None
+        if weighted_spread is not None:
+            inverse_sum = inverse_weights(weights).sum(axis=1) if self.noise_order == 2 else None
+            second = (weighted_spread, sums_design(
+                line[:, 0], line[:, 3], (weights * weights).sum(axis=1), self.population,
+                inverse_sum)[0])
+        return SpreadRound(y, pair_design(weights, self.noise_order),
+                           variance_coefficients(weights, self.population, self.noise_order),
+                           line, second)  # fmt: skip
+
+    def sums_round(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
+                   W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> SpreadRound:  # fmt: skip
+        """A round told as the sums secure aggregation reveals (:class:`~eegrad.spread.SpreadSums`:
+        the weighted spread, n, W, W₂, Σ1/ω, each (R,)) at ``arms`` (R,): the spread's design
+        :func:`~eegrad.spread.sums_design`, the coefficients and the spend-line sums."""
+        s = self.spend[arms]
+        x, coef = sums_design(n, W, W2, self.population,
+                              inverse_weight_sum if self.noise_order == 2 else None)
+        line = np.stack([n, n * s, n * s * s, W, s * W], axis=1)
+        return SpreadRound(spread, x, coef, line)
 
     def add(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray, coef: np.ndarray,
             line: np.ndarray, second: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
