@@ -139,7 +139,10 @@ class BudgetThompson(ProgressFit):
     (the module's notes, *The rate of a total budget*), with :math:`v_n` the fitted noise,
     s the smoothed signal level and :math:`\rho` its fitted contraction
     (:class:`~eegrad.selectors.progress.ProgressFit`); the run's last round asks the most
-    clients it affords (:meth:`last_round_arm`).
+    clients it affords (:meth:`last_round_arm`). The step scale a driver damping exploration
+    applies is the progress model's (:meth:`~eegrad.selectors.progress.ProgressFit.step_scale`):
+    once a round is paid for, its cost is spent whatever the step, and the step that makes the
+    most of it is the one of most expected decrease.
 
     Parameters
     ----------
