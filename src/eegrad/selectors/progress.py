@@ -282,9 +282,10 @@ class ProgressFit(SpreadThompson):
         m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
         q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
         self._signal.add(arms, y - v_round, q)
-        level = self.signal().max(axis=1)
+        fitted = self.signal()  # the curve after this round's fit
+        level = fitted.max(axis=1)
         self._level.track(level, self._signal.fitted & (level > 0))
-        x = np.sqrt(self.signal()[self._rows, arms])
+        x = np.sqrt(fitted[self._rows, arms])
         self._persistence.discount(self.discount)
         if p is not None and self._last is not None:
             self._persistence.add(*self._last, x, v, p)
