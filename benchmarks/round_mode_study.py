@@ -15,7 +15,8 @@ the table gives each method's mean final training loss at its best rate, over th
 
     python benchmarks/round_mode_study.py --jobs 2
 
-Runs are not stored; about 10 minutes on 2 cores.
+Runs are not stored; a rate that diverges is a run of infinite loss, as in the bench. About
+10 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from eegrad.bench.settings import SETTINGS, BenchSetting
+from eegrad.bench import _losses, _tune
+from eegrad.bench.runner import job
+from eegrad.bench.settings import SETTINGS, BenchSetting, register
 
 #: The study's own settings (registered in each process; not the bench's): the bench's
 #: development federations of MNIST-1D's MLP, digits' MLP and MNIST-5k's softmax, with B a round.
@@ -42,21 +45,18 @@ STUDY = (
 
 def _register() -> None:
     for setting in STUDY:
-        SETTINGS.setdefault(setting.name, setting)
+        register(setting)
 
 
-def one(job: tuple[str, str, int, float]) -> dict:
-    """One run: the final training loss and test accuracy, and the n of every round."""
-    from eegrad.bench.runner import run_one
+#: The study's methods that are the default with its clients reporting their local steps.
+REPORTS = {"default+steps": "steps", "default+samples": "samples"}
 
+
+def one(setting: str, method: str, seed: int, lr: float, quick: bool) -> tuple[list, list]:
+    """One run (the bench's :func:`~eegrad.bench.runner.job`, not stored): its rows and arms."""
     _register()
-    setting, method, seed, lr = job
-    report = {"default+steps": "steps", "default+samples": "samples"}.get(method)
-    rows, arms = run_one(setting, "default" if report else method, seed, lr,
-                         report_steps=report)  # fmt: skip
-    return {"setting": setting, "method": method, "seed": seed, "lr": lr,
-            "loss": float(rows[-1]["train_loss"]), "accuracy": float(rows[-1]["test_accuracy"]),
-            "arms": [int(a["n"]) for a in arms]}  # fmt: skip
+    report = REPORTS.get(method)
+    return job(None, setting, "default" if report else method, seed, lr, quick, report)
 
 
 def main() -> None:
@@ -71,13 +71,17 @@ def main() -> None:
     p.add_argument("--json", help="write every run here")
     a = p.parse_args()
     _register()
-    jobs = []
+    todo = []
     for name in a.settings:
         counts = fixed_counts(SETTINGS[name].K, per_round=True)
-        methods = ["default", "default+steps", "default+samples", "guess", *(f"fedavg-{n}" for n in counts)]
-        jobs += [(name, m, s, lr) for m in methods for lr in a.lrs for s in a.seeds]
+        methods = ["default", *REPORTS, "guess", *(f"fedavg-{n}" for n in counts)]
+        todo += [(name, m, s, lr, False) for m in methods for lr in a.lrs for s in a.seeds]
     with ProcessPoolExecutor(a.jobs, initializer=_register) as ex:
-        runs = list(ex.map(one, jobs))
+        results = list(ex.map(one, *zip(*todo, strict=True)))
+    rates, losses = _tune(results, todo), _losses(results, todo)
+    runs = [{"setting": name, "method": m, "seed": seed, "lr": lr,
+             "accuracy": float(rows[-1]["test_accuracy"]), "arms": [int(x["n"]) for x in arms]}
+            for (name, m, seed, lr, _), (rows, arms) in zip(todo, results, strict=True)]  # fmt: skip
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(runs, fh)
@@ -88,13 +92,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name in a.settings:
         mine = [r for r in runs if r["setting"] == name]
-        best: dict[str, tuple[float, float]] = {}
-        for method in dict.fromkeys(r["method"] for r in mine):
-            means = {lr: np.mean([r["loss"] if np.isfinite(r["loss"]) else np.inf
-                                  for r in mine if r["method"] == method and r["lr"] == lr])
-                     for lr in a.lrs}  # fmt: skip
-            lr = min(means, key=lambda k: (means[k], k))
-            best[method] = (lr, float(means[lr]))
+        best = {m: (lr, losses[(name, m, lr)]) for m, lr in rates[name].items()}
         for method, (lr, loss) in best.items():
             chosen = [r for r in mine if r["method"] == method and r["lr"] == lr]
             acc = 100 * np.mean([r["accuracy"] for r in chosen])

@@ -460,3 +460,28 @@ def test_gp_ucb_picks_the_peak_of_a_smooth_reward_once_it_is_seen():
     rewards = [-(np.log(n) - np.log(8)) ** 2 for n in seen]
     assert gp_ucb_choice(points, rewards, list(range(1, 33)), 0.6, beta=0.0) == 8
     assert gp_ucb_choice(points, rewards, [1, 2, 3, 30], 0.6, beta=0.0) == 3
+
+
+def test_a_study_registers_its_own_setting_and_its_clients_never_reach_the_store(tmp_path):
+    """``register`` adds a study's setting under a new name (again: the same setting, taken);
+    a known name with another setting is refused. ``job`` refuses a study's clients where it
+    stores runs, which are the bench's own."""
+    from dataclasses import replace
+
+    from eegrad.bench.settings import register
+
+    base = SETTINGS["digits-softmax-20-round"]
+    study = replace(base, name="digits-softmax-20-round-study", split="development")
+    try:
+        assert register(study) is study
+        assert register(study) is study
+        with pytest.raises(ValueError, match="'setting' parameter of register"):
+            register(replace(base, K=10))  # the bench's name, another setting
+        assert runner.federation(study.name, seed=0, quick=True).K == base.K
+    finally:
+        SETTINGS.pop(study.name, None)
+    with pytest.raises(ValueError, match="'report_steps' parameter of job"):
+        runner.job(str(tmp_path), base.name, "fedavg-2", 0, 0.3, True, "steps")
+    rows, _ = runner.job(None, base.name, "fedavg-2", 0, 0.3, True, "steps")
+    assert not any(tmp_path.iterdir())
+    assert np.isfinite(rows[-1]["train_loss"])

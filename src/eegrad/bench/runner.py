@@ -397,15 +397,20 @@ def diverged_row(setting: str, method: str, seed: int) -> dict[str, Any]:
             "train_loss": math.inf, "test_accuracy": 0.0}  # fmt: skip
 
 
-def job(store: str | None, setting: str, method: str, seed: int, lr: float,
-        quick: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
-    """A run, from the store where saved, else run and saved."""
+def job(store: str | None, setting: str, method: str, seed: int, lr: float, quick: bool,
+        report_steps: str | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """A run, from the store where saved, else run and saved; a rate that diverges is a run of
+    infinite loss (:func:`diverged_row`). ``report_steps`` (a study's clients,
+    :func:`_client_app`) only without a store: the store's runs are the bench's own."""
+    if store is not None and report_steps is not None:
+        raise fail("report_steps", "job", "None where runs are stored (the bench's own clients)",
+                   report_steps)  # fmt: skip
     if store is not None:
         saved = saved_run(Path(store), setting, method, seed, lr, quick)
         if saved is not None:
             return saved
     try:
-        rows, arms = run_one(setting, method, seed, lr, quick)
+        rows, arms = run_one(setting, method, seed, lr, quick, report_steps)
     except NonFiniteGradientError:  # the rate diverged: a run of infinite loss, no accuracy
         rows, arms = [diverged_row(setting, method, seed)], []
     if store is not None:

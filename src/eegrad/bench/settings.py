@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._validation import fail
 
-__all__ = ["PER_SAMPLE", "SETTINGS", "SPLITS", "BenchSetting", "check_settings"]
+__all__ = ["PER_SAMPLE", "SETTINGS", "SPLITS", "BenchSetting", "check_settings", "register"]
 
 #: A client's cost per sample it trains on (its ``num-examples``), per epoch.
 PER_SAMPLE = 0.01
@@ -90,6 +90,18 @@ SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
     BenchSetting("shakespeare-charcnn-500", "held-out", "shakespeare", "charcnn", 500,
                  "natural", epochs=1, rounds_at_guess=20, quick_rounds_at_guess=6),
 )}  # fmt: skip
+
+def register(setting: BenchSetting) -> BenchSetting:
+    """Make a study's own setting known to the runner (:func:`~eegrad.bench.runner.run_one`
+    by its name), in this process; the bench's settings are :data:`SETTINGS` as listed above.
+    A name already known is refused unless it is the same setting."""
+    known = SETTINGS.get(setting.name)
+    if known is not None and known != setting:
+        raise fail("setting", "register", f"a name other than the known settings' "
+                   f"({', '.join(SETTINGS)}), or the same setting", setting.name)  # fmt: skip
+    SETTINGS[setting.name] = setting
+    return setting
+
 
 #: The settings ``--quick`` runs: one of each half.
 QUICK = ("digits-mlp-20", "insteval-softmax-200")
