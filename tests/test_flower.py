@@ -281,6 +281,67 @@ def test_a_float32_model_is_aggregated_in_float32(selector):
     np.testing.assert_allclose(w, expected, rtol=0, atol=1e-6)
 
 
+def test_clients_that_spend_a_share_and_report_no_local_steps_are_said_once(caplog):
+    """Under B a round the default rule reads the clients' local steps; where the replies lack
+    them, the log says once what it assumes (FedSGD's model); replies that report them (as
+    budgeted_train's do) are not remarked on."""
+    import logging
+
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    said = {}
+    for reports in (True, False):
+        app = ClientApp()
+        base = budgeted_train(lambda arrays, b, context, config: [arrays[0] - 1.0],
+                              DeviceCost(1.0, 2.0), lr=LR)  # fmt: skip
+
+        def train(msg, context, base=base, reports=reports):
+            reply = base(msg, context)
+            if reports:
+                return reply
+            metrics = dict(reply.content["metrics"])
+            metrics.pop("local-steps")
+            rec = {"arrays": reply.content["arrays"], "metrics": MetricRecord(metrics)}
+            return Message(RecordDict(rec), reply_to=msg)
+
+        app.train()(train)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="flwr"):
+            _start(_strategy(), LocalGrid(app, K, seed=1), 4)
+        said[reports] = caplog.text.count("do not all report 'local-steps'")
+    assert said == {True: 0, False: 1}
+
+
+def test_an_array_is_viewed_in_place_as_numpy_loads_it_whatever_its_header():
+    """The server's view of a reply's array equals ``Array.numpy()`` for headers of both
+    ``.npy`` versions, Fortran order, several dtypes and shapes sharing one header length (the
+    parsed headers are cached by their bytes); the view shares the message's bytes."""
+    import io
+
+    from flwr.common.constant import SType
+
+    from eegrad.flower.model_arrays import array_view
+
+    rng = np.random.default_rng(0)
+    cases = [rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 3)),
+             np.asfortranarray(rng.standard_normal((3, 5))), np.arange(7, dtype=np.int64),
+             np.array(2.5), rng.standard_normal((2, 3)).astype(">f4")]  # fmt: skip
+    for x in cases:
+        a = Array(x)
+        view = array_view(a)
+        np.testing.assert_array_equal(view, a.numpy())
+        assert view.dtype == a.numpy().dtype
+        assert view.shape == x.shape
+        assert np.shares_memory(view, np.frombuffer(a.data, dtype=np.uint8))
+    # a version-2 header (4-byte length), written by hand as NumPy writes one past 65535 bytes
+    x = rng.standard_normal(5)
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_2_0(buf, np.lib.format.header_data_from_array_1_0(x))
+    buf.write(x.tobytes())
+    v2 = Array(dtype="float64", shape=(5,), stype=SType.NUMPY, data=buf.getvalue())
+    np.testing.assert_array_equal(array_view(v2), x)
+
+
 def test_a_fixed_per_round_server_cost_is_spent_every_round():
     """D(1) > 0 (broadcasting the model, say): N = max{n : B > n c_min + D(n)}, each client is
     sent (B − D(n))/n, and the records' budget_used counts D(n) whatever n is."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 
@@ -16,24 +17,49 @@ __all__ = ["array_view", "cast_like"]
 
 def array_view(array: Array) -> np.ndarray:
     """A read-only NumPy view of a Flower ``Array``'s bytes, without the copy that
-    ``Array.numpy()`` (``np.load``) makes: the ``.npy`` header is parsed and the data viewed in
-    place. Other serialisations, and object arrays, go through ``Array.numpy()`` (which refuses
-    pickles)."""
+    ``Array.numpy()`` (``np.load``) makes: the ``.npy`` header is parsed (once per distinct
+    header: a model's replies repeat the same few) and the data viewed in place. Other
+    serialisations, and object arrays, go through ``Array.numpy()`` (which refuses pickles)."""
     if array.stype != SType.NUMPY:
         return array.numpy()
     data = array.data
-    head = io.BytesIO(data)
-    version = npy_format.read_magic(head)
-    if version not in ((1, 0), (2, 0)):
+    end = _npy_header_end(bytes(data[:_LENGTH_END]))
+    head = None if end is None else _npy_header(bytes(data[:end]))
+    if head is None:
         return array.numpy()
+    shape, fortran, dtype = head
+    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=end)
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+#: A ``.npy`` file's magic string (6 bytes) and version (2), then the header's length: 2 bytes
+#: little-endian in version 1, 4 in version 2.
+_LENGTH_END = 12
+
+
+def _npy_header_end(start: bytes) -> int | None:
+    """Where the ``.npy`` header that ``start`` opens ends (the data's offset); None where
+    ``start`` is no ``.npy`` of version 1 or 2."""
+    if len(start) < 10 or start[:6] != npy_format.MAGIC_PREFIX or start[7] != 0:
+        return None
+    if start[6] == 1:
+        return 10 + int.from_bytes(start[8:10], "little")
+    if start[6] == 2 and len(start) >= 12:
+        return 12 + int.from_bytes(start[8:12], "little")
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype] | None:
+    """(shape, Fortran order, dtype) of a whole ``.npy`` header (magic to padding); None where
+    it holds objects. Cached: the replies of a round repeat the model's few headers, and
+    NumPy parses each with ``ast.literal_eval``."""
+    head = io.BytesIO(header)
+    version = npy_format.read_magic(head)
     read = npy_format.read_array_header_1_0 if version == (1, 0) else \
         npy_format.read_array_header_2_0
     shape, fortran, dtype = read(head)
-    if dtype.hasobject:
-        return array.numpy()
-    count = math.prod(shape)
-    flat = np.frombuffer(data, dtype=dtype, count=count, offset=head.tell())
-    return flat.reshape(shape, order="F" if fortran else "C")
+    return None if dtype.hasobject else (shape, fortran, dtype)
 
 
 def cast_like(x: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -188,6 +188,8 @@ class RoundFold:
     #: Whether the clients' reported costs are read (not under central DP, where they would be
     #: an unnoised release of the clients' data).
     reveals_costs = True
+    #: Whether the replies' reported local steps are read (:meth:`local_steps`).
+    reads_local_steps = False
 
     def __init__(self, server_round: int, keys: list[str], model: list[np.ndarray], *,
                  arrayrecord_key: str, weighted_by_key: str,
@@ -322,6 +324,8 @@ class PlainFold(RoundFold):
     """The updates themselves, folded into a :class:`~eegrad.parts.PullAccumulator` (one pass
     over each reply in the model's dtype, float64 scalars; no n × d stack). ``spread``: whether
     the rule learns from the parts' spread."""
+
+    reads_local_steps = True
 
     def __init__(self, *args: Any, spread: bool = True, **kw: Any) -> None:
         super().__init__(*args, **kw)

@@ -130,9 +130,10 @@ class RunState:
         The session (not saved): the rounds a resumed run had done at its start, the run's last
         server round, the fewest clients a round can run (2 under SecAgg+), how long a round
         waits for its replies (None: no limit).
-    first_round, said_fewer, said_more, nodes_connected : bool, bool, bool, int
+    first_round, said_fewer, said_more, said_no_steps, nodes_connected : bool, bool, bool, bool, int
         Whether the next round is the run's first (it waits for the nodes), whether fewer or
-        more nodes than planned were said, the nodes connected at the pending round.
+        more nodes than planned were said, whether replies without local steps were said, the
+        nodes connected at the pending round.
     pending : PendingRound or None
         The round asked whose replies are not yet folded.
     latest, evaluated, evaluates : ArrayRecord, dict, bool
@@ -163,6 +164,7 @@ class RunState:
     first_round: bool = True
     said_fewer: bool = False
     said_more: bool = False
+    said_no_steps: bool = False
     nodes_connected: int | None = None
     pending: PendingRound | None = None
     latest: Any = None
