@@ -253,6 +253,30 @@ def test_auto_noise_spends_the_budget_over_the_planned_rounds_at_every_n():
     assert strategy.records[-1]["epsilon"] <= eps
 
 
+def test_a_rule_of_ones_own_that_takes_release_noise_is_told_it():
+    """Under central DP a rule given to the strategy is rebuilt with the release's noise
+    d (z_n C/n)² wherever its constructor takes ``release_noise`` — not only the spread rule
+    (a rule of one's own here) — and a rule whose constructor does not take it runs as given."""
+
+    class NoiseAwareFixed(FixedArm):
+        def __init__(self, n, release_noise=None):
+            super().__init__(n)
+            self.release_noise = release_noise
+
+        def get_params(self):
+            return {**super().get_params(), "release_noise": self.release_noise}
+
+    dp = CentralDP(1.0, 2.0, 1e-5)
+    told = _strategy(privacy=dp, selector=NoiseAwareFixed(3))
+    _start(told, LocalGrid(_app(), K, seed=2), 2)
+    z = told.records[0]["noise_std"]  # z_3 C/3 at n = 3
+    assert told.selector.release_noise is not None
+    assert told.selector.release_noise[2] == pytest.approx(4 * z**2, rel=1e-12)  # d = 4
+    plain = _strategy(privacy=dp, selector=FixedArm(3))
+    _start(plain, LocalGrid(_app(), K, seed=2), 2)
+    assert not hasattr(plain.selector, "release_noise")
+
+
 @pytest.mark.parametrize("start", [0.01, 0.7, 3.0, 40.0])
 @pytest.mark.parametrize("root", [0.05, 1.3, 17.0])
 def test_least_passing_scale_brackets_the_root_of_a_closed_form(root, start):

@@ -261,17 +261,13 @@ class BudgetThompson(ProgressFit):
         """:meth:`last_round_arm` where the rule ends the run on it (``last_round``)."""
         return self.last_round_arm() if self.last_round else None
 
-    def _told(self) -> bool:
-        """Whether the costs and the budget left have been told."""
-        return self._ahead.told()
-
     # -- ask ---------------------------------------------------------------------------------------
     def _objective(self, noise: np.ndarray) -> np.ndarray:
         """The rate of every arm, shape (R, N), larger is better; until the contraction is
         known, the cheapest round with a spread (n = 2); before the costs and the budget left
         are told, the expected decrease of a round
         (:meth:`~eegrad.selectors.progress.ProgressFit.progress`)."""
-        if not self._told():
+        if not self._ahead.told():
             return self.progress(self.signal(), noise, self.curvature())
         N = self._shape[1]
         value = self.rate_of_decrease(noise)
@@ -286,7 +282,7 @@ class BudgetThompson(ProgressFit):
         out = super().estimates()
         if out:
             noise = self.predicted()
-            value = self.rate_of_decrease(noise) if self._told() else self._objective(noise)
+            value = self.rate_of_decrease(noise) if self._ahead.told() else self._objective(noise)
             out.update(signal=self.signal()[0], objective=value[0])
         return out
 
@@ -314,7 +310,7 @@ class BudgetThompson(ProgressFit):
         if self.rounds < len(self.warmup_arms) or not self._signal.told():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         noise = self.predicted()
-        if not self._told():
+        if not self._ahead.told():
             return leading_arms(self._objective(noise)[0], top,
                                 "fitted expected decrease of the loss")  # fmt: skip
         value = self.rate_of_decrease(noise)[0]
