@@ -216,6 +216,22 @@ class RoundBudget:
                 "cost_metric='num-examples')."
             )
 
+    def note_local_steps(self, state: RunState, fold: RoundFold, steps: float | None,
+                         server_round: int) -> None:  # fmt: skip
+        """Say once what the rule assumes where the clients, who spend the shares they are
+        sent, do not all report their local steps (``steps`` None from a fold that reads them)
+        and the rule reads them: every n's update goes as far (FedSGD's model), and the noise
+        decides n."""
+        if (steps is not None or state.said_no_steps or not fold.reads_local_steps
+                or "local_steps" not in state.rule.selector.reads):  # fmt: skip
+            return
+        log(INFO, "EE-Grad: the replies of server round %d do not all report 'local-steps': "
+            "the rule takes every n's update to go as far (FedSGD's model: one step on the "
+            "share) and chooses n by the noise. A client that trains several steps on its "
+            "share can report them as the metric 'local-steps' (budgeted_train does); the "
+            "federated guide's section 2 says what that changes", server_round)  # fmt: skip
+        state.said_no_steps = True
+
     def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
               timeout: float | None) -> float:  # fmt: skip
         """What the round used of B: D of the clients that replied, plus their reported
@@ -443,6 +459,11 @@ class TotalBudget:
 
     def check_replies(self, fold: RoundFold, server_round: int) -> None:
         """Nothing to check: every reply's cost was required as it was read."""
+
+    def note_local_steps(self, state: RunState, fold: RoundFold, steps: float | None,
+                         server_round: int) -> None:  # fmt: skip
+        """Nothing to say: the clients train their own way, not on a share that differs with
+        n, so every n's update goes as far whether or not they report their steps."""
 
     def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
               timeout: float | None) -> float:  # fmt: skip

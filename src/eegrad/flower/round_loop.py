@@ -318,21 +318,6 @@ class RoundLoop(Strategy):
         timed_out = [nid for nid in p.nodes if nid not in answered]
         return self.finish_round(fold, failed + timed_out, kept=kept, timed_out=timed_out)
 
-    def _say_no_steps(self, fold: RoundFold, steps: float | None, p: PendingRound) -> None:
-        """Say once what the rule assumes where clients spend a share and do not report their
-        local steps: every n's update goes as far (FedSGD's model), and the noise decides."""
-        state = self.state
-        if (steps is not None or state.said_no_steps or not fold.reads_local_steps
-                or "local_steps" not in state.rule.selector.reads
-                or self.budgeting.share(p.n) is None):  # fmt: skip
-            return
-        log(INFO, "EE-Grad: the replies of server round %d do not all report 'local-steps': "
-            "the rule takes every n's update to go as far (FedSGD's model: one step on the "
-            "share) and chooses n by the noise. A client that trains several steps on its "
-            "share can report them as the metric 'local-steps' (budgeted_train does); the "
-            "federated guide's section 2 says what that changes", p.server_round)  # fmt: skip
-        state.said_no_steps = True
-
     def finish_round(self, fold: RoundFold, failed: list[int], *, kept: Sequence[Message] = (),
                      extra: dict[str, Any] | None = None, timed_out: Sequence[int] = (),
                      ) -> tuple[ArrayRecord | None, MetricRecord]:  # fmt: skip
@@ -351,7 +336,7 @@ class RoundLoop(Strategy):
         used = self.budgeting.spent(state, fold, p.n, timed_out, p.timeout)
         if replied:  # the round's one record: its mean, the parts' spread, their local steps
             steps = fold.local_steps()
-            self._say_no_steps(fold, steps, p)
+            self.budgeting.note_local_steps(state, fold, steps, p.server_round)
             rule.tell(*fold.evidence(rule.selector.reads), local_steps=steps)
         else:
             rule.withdraw()
