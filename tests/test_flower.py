@@ -342,6 +342,25 @@ def test_an_array_is_viewed_in_place_as_numpy_loads_it_whatever_its_header():
     np.testing.assert_array_equal(array_view(v2), x)
 
 
+def test_an_array_is_serialised_byte_for_byte_as_flower_serialises_it():
+    """array_of(x) holds the bytes Array(x) holds (np.save's), its dtype and shape, for
+    numbers and bools of every kind and byte order, 0-d, empty and Fortran-ordered arrays (the
+    last through Array itself), and reads back as x."""
+    from eegrad.flower.model_arrays import array_of, array_view
+
+    rng = np.random.default_rng(1)
+    cases = [rng.standard_normal((3, 4)).astype(np.float32), np.arange(5), np.array(2.5),
+             np.zeros((0, 3)), rng.standard_normal(7).astype(">f4"), np.array([True, False]),
+             rng.standard_normal((2, 2)).astype(np.complex64), np.arange(6, dtype=np.uint16),
+             np.asfortranarray(rng.standard_normal((3, 2))), np.arange(10.0)[::2]]  # fmt: skip
+    for x in cases:
+        ours, flowers = array_of(x), Array(x)
+        assert ours.data == flowers.data
+        assert (ours.dtype, ours.shape, ours.stype) == (flowers.dtype, flowers.shape,
+                                                        flowers.stype)  # fmt: skip
+        np.testing.assert_array_equal(array_view(ours), x)
+
+
 def test_a_fixed_per_round_server_cost_is_spent_every_round():
     """D(1) > 0 (broadcasting the model, say): N = max{n : B > n c_min + D(n)}, each client is
     sent (B − D(n))/n, and the records' budget_used counts D(n) whatever n is."""

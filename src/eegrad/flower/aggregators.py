@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 from flwr.app import (
-    Array,
     ArrayRecord,
     ConfigRecord,
     Message,
@@ -51,7 +50,7 @@ from .inner import (
     mean_reply,
     restore_snapshot,
 )
-from .model_arrays import cast_like
+from .model_arrays import array_of, cast_like
 from .replies import RoundFold
 
 __all__ = ["BuiltInStep", "InnerStrategy", "make_aggregator"]
@@ -113,7 +112,7 @@ class BuiltInStep:
             new = np.multiply(g.reshape(w.shape), -(self.server_lr * scale),
                               dtype=np.result_type(w, g))  # fmt: skip
             new += w
-            out[k] = Array(new if new.dtype == w.dtype else cast_like(new, w.dtype))
+            out[k] = array_of(new if new.dtype == w.dtype else cast_like(new, w.dtype))
         return ArrayRecord(out), fold.client_metrics()
 
     def state(self) -> None:

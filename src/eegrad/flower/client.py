@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 
 from .._validation import InvalidParameterError, check_callable, check_integer, check_real, fail
+from .model_arrays import array_of
 
 __all__ = ["DeviceCost", "WallClock", "budgeted_train", "with_spread_sums"]
 
@@ -275,7 +276,7 @@ def budgeted_train(
             steps = 1  # one step by the mean gradient of the chunks
             cost = (time.perf_counter() - start) / model.seconds_per_unit
         # The reply keeps the model's dtypes, as the server's aggregation expects.
-        out = ArrayRecord({k: Array(np.asarray(a, dtype=r.dtype))
+        out = ArrayRecord({k: array_of(np.asarray(a, dtype=r.dtype))
                            for k, a, r in zip(keys, arrays, received, strict=True)})  # fmt: skip
         metrics = MetricRecord({weighted_by_key: int(total), "cost": float(cost),
                                 LOCAL_STEPS_KEY: steps,
@@ -327,7 +328,7 @@ def with_spread_sums(
             w, wi = sent[k].numpy(), mine[k].numpy()
             u = np.subtract(w, wi, dtype=np.float64)
             squares += float(u @ u) if u.ndim == 1 else float(np.sum(u * u))
-            out[k] = Array((omega * u).astype(w.dtype))
+            out[k] = array_of((omega * u).astype(w.dtype))
         metrics[SUMS_METRICS[0]] = omega * omega
         metrics[SUMS_METRICS[1]] = omega * squares
         metrics[SUMS_METRICS[2]] = 1.0 / omega if omega > 0 else 0.0

@@ -77,6 +77,7 @@ from flwr.app import (
 from flwr.serverapp.strategy import Strategy
 
 from .._validation import InvalidParameterError, InvalidParameterTypeError
+from .model_arrays import array_of
 from .privacy import fixed_n_wrappers, strategy_chain
 
 __all__ = ["LINEAR", "REPLIES", "NodesGiven", "UnsupportedStrategyError", "configure_inner",
@@ -221,7 +222,7 @@ def mean_reply(model: list[np.ndarray], keys: list[str], mean: list[np.ndarray],
     out = {}
     for k, w, g in zip(keys, model, mean, strict=True):
         new = w - scale * np.asarray(g).reshape(w.shape)
-        out[k] = Array(np.asarray(new, dtype=w.dtype))
+        out[k] = array_of(np.asarray(new, dtype=w.dtype))
     record = RecordDict({arrayrecord_key: ArrayRecord(out),
                          "metrics": MetricRecord({**metrics, weighted_by_key: total_weight})})  # fmt: skip
     return Message(content=record, dst_node_id=0, message_type=MessageType.TRAIN)

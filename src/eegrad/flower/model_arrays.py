@@ -1,5 +1,6 @@
 """The model's arrays as the server reads and writes them: a Flower ``Array`` viewed in place
-(no copy of its bytes) and a step cast back to the array's dtype."""
+(no copy of its bytes), an array made a Flower ``Array`` with one copy of its bytes, and a step
+cast back to the array's dtype."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy.lib.format as npy_format
 from flwr.app import Array
 from flwr.common.constant import SType
 
-__all__ = ["array_view", "cast_like"]
+__all__ = ["array_of", "array_view", "cast_like"]
 
 
 def array_view(array: Array) -> np.ndarray:
@@ -30,6 +31,22 @@ def array_view(array: Array) -> np.ndarray:
     shape, fortran, dtype = head
     flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=end)
     return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def array_of(x: np.ndarray) -> Array:
+    """``Array(x)``: the bytes ``np.save`` writes (Flower's serialisation, byte for byte),
+    formed with one copy of the data where Flower's goes through a buffer in chunks and copies
+    it out again. Arrays that are not C-contiguous, or whose dtype is not a number or a bool,
+    go through ``Array(x)`` itself."""
+    if not (isinstance(x, np.ndarray) and x.flags.c_contiguous and x.dtype.kind in "biufc"):
+        return Array(x)
+    head = io.BytesIO()
+    try:
+        npy_format.write_array_header_1_0(head, npy_format.header_data_from_array_1_0(x))
+    except ValueError:  # a header past version 1's 65535 bytes: np.save's version 2
+        return Array(x)
+    data = b"".join((head.getvalue(), x.reshape(-1).view(np.uint8)))
+    return Array(dtype=str(x.dtype), shape=tuple(x.shape), stype=SType.NUMPY, data=data)
 
 
 #: A ``.npy`` file's magic string (6 bytes) and version (2), then the header's length: 2 bytes

@@ -71,7 +71,7 @@ from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_real, fail
 from ..spread import SpreadSums
-from .model_arrays import cast_like
+from .model_arrays import array_of, cast_like
 from .replies import RoundFold, reply_cost, reply_source
 from .strategy import STOPS, EEGradStrategy
 
@@ -136,7 +136,7 @@ def secaggplus_train(
         model = parameters_to_ndarrays(fitins.parameters)
         keys = [str(i) for i in range(len(model))]
         msg.content = RecordDict({arrayrecord_key: ArrayRecord(
-            {k: Array(a) for k, a in zip(keys, model, strict=True)}),
+            {k: array_of(a) for k, a in zip(keys, model, strict=True)}),
             configrecord_key: ConfigRecord(config)})  # fmt: skip
         reply = train(msg, context).content
         metrics = next(iter(reply.metric_records.values()))
