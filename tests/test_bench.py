@@ -485,3 +485,25 @@ def test_a_study_registers_its_own_setting_and_its_clients_never_reach_the_store
     rows, _ = runner.job(None, base.name, "fedavg-2", 0, 0.3, True, "steps")
     assert not any(tmp_path.iterdir())
     assert np.isfinite(rows[-1]["train_loss"])
+
+
+def test_the_hindsight_scale_is_the_geometric_mean_of_each_settings_best_over_your_fedavg():
+    """Two settings by hand: the best fixed n's mean loss over your FedAvg's (0.8, then your
+    FedAvg itself, 1.0) and the lowest of every method there (0.5 from a rival, then 1.0):
+    geometric means √0.8 and √0.5; the report's held-out target line says both."""
+    from eegrad.bench.report import _targets, hindsight
+
+    def finals(**means):
+        return {m: {"loss": np.array([v, v]), "accuracy": np.array([0.5, 0.5])}
+                for m, v in means.items()}  # fmt: skip
+
+    a = {"split": "held-out", "best": "fedavg-4", "median": "guess",
+         "finals": finals(guess=2.0, **{"fedavg-4": 1.6}, default=1.9, isp=1.0)}
+    b = {"split": "held-out", "best": "guess", "median": "guess",
+         "finals": finals(guess=3.0, **{"fedavg-9": 3.3}, default=3.0)}
+    best, oracle = hindsight([a, b])
+    assert best == pytest.approx(np.sqrt(0.8), rel=1e-12)
+    assert oracle == pytest.approx(np.sqrt(0.5), rel=1e-12)
+    said = "\n".join(_targets({"a": a, "b": b}))
+    assert f"the best fixed n reaches {np.sqrt(0.8):.3f}" in said
+    assert f"the best of every method run there {np.sqrt(0.5):.3f}" in said
