@@ -310,7 +310,7 @@ class RoundLoop(Strategy):
                     fold.add(m)
                     if self.aggregator.keeps_replies:
                         kept.append(m)
-                del m  # before the next reply is pulled: one reply in memory at a time
+                del m  # before the next: the fold keeps none (a pull holds at most 8)
         except Exception:  # a reply that cannot be used ends the run; nothing is left pending
             state.rule.withdraw()
             state.pending = None
@@ -470,7 +470,7 @@ class RoundLoop(Strategy):
                     raise state.spent
                 return out
 
-            try:  # the replies pulled one at a time and each folded as it comes: O(d) memory
+            try:  # the replies pulled a few at a time, each folded as it comes: O(d) memory
                 result = super().start(PullingGrid(grid, round_timeout=self._round_timeout),
                                        arrays, num_rounds - offset, timeout, train_config,
                                        evaluate_config, None if evaluate_fn is None else evaluate)
