@@ -208,3 +208,20 @@ def test_gaussian_oracle_contract_shapes():
     assert res.counts.shape == (2000, 3)
     assert np.issubdtype(res.counts.dtype, np.integer)
     assert np.all(res.counts.sum(axis=1) == 200)
+
+
+def test_a_rule_is_told_the_release_noise_only_where_its_constructor_takes_it():
+    """``with_release_noise``: the spread rule rebuilt with the variances (its other parameters
+    kept), a rule given its own variances kept as it is, and a rule that does not model the
+    release (FixedArm) returned unchanged."""
+    from eegrad import FixedArm, SpreadThompson
+
+    v = np.array([4.0, 1.0, 0.25])
+    rule = SpreadThompson(discount=0.8, population=9)
+    told = rule.with_release_noise(v)
+    assert told is not rule
+    np.testing.assert_array_equal(told.release_noise, v)
+    assert told.get_params() == {**rule.get_params(), "release_noise": v.tolist()}
+    assert told.with_release_noise(2 * v) is told
+    fixed = FixedArm(2)
+    assert fixed.with_release_noise(v) is fixed

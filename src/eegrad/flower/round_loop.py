@@ -15,7 +15,6 @@ parts from its keywords (:mod:`eegrad.flower.factory`).
 from __future__ import annotations
 
 import copy
-import inspect
 import io
 import logging
 from collections.abc import Iterable, Sequence
@@ -89,19 +88,6 @@ def default_rule(population: int, spend: Any, *, release_noise: Any = None,
     cls = SpreadThompson if release_noise is not None else ProgressThompson
     return cls(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
                discount=discount, **extra)  # fmt: skip
-
-
-def takes_release_noise(rule: Selector | None) -> bool:
-    """Whether a rule given to a private run is rebuilt with the release's noise: its constructor
-    takes ``release_noise`` (as :class:`~eegrad.SpreadThompson` and the rules of progress do, or a
-    rule of one's own), it was given none, and :meth:`~eegrad.Selector.get_params` gives the
-    constructor's other arguments back."""
-    if rule is None or getattr(rule, "release_noise", None) is not None:
-        return False
-    try:
-        return "release_noise" in inspect.signature(type(rule)).parameters
-    except (TypeError, ValueError):  # a constructor without a signature
-        return False
 
 
 def default_rule_name(private: bool, per_cost: bool = False) -> str:
@@ -196,8 +182,8 @@ class RoundLoop(Strategy):
         sel = copy.deepcopy(self.options.given_rule)
         # A private release adds d (z_n C/n)² to arm n's variance, known exactly.
         noise = self.release.setup(state, N)
-        if noise is not None and takes_release_noise(sel):
-            sel = type(sel)(**{**sel.get_params(), "release_noise": noise})
+        if noise is not None and sel is not None:
+            sel = sel.with_release_noise(noise)
         if sel is None:
             sel = self.schedule.default_rule(lambda: default_rule(
                 state.num_nodes, self.budgeting.spend(N), release_noise=noise,

@@ -139,10 +139,9 @@ class EEGradStrategy(RoundLoop):
         several local steps on the samples their share buys). For ``steps="t-rounds"``:
         :func:`~eegrad.default_selector`. :class:`~eegrad.FixedArm` gives FedAvg with a fixed
         client count; :class:`~eegrad.EEGrad` (with numbers for β and P) the paper's rule, with
-        the T-round structure. Under ``privacy``, a rule given whose constructor takes
-        ``release_noise`` and that was given none (the spread rule, the rules of progress, or a
-        rule of your own) is rebuilt with the release's variance of every arm,
-        :math:`d(z_n C/n)^2`.
+        the T-round structure. Under ``privacy``, a rule given is told the release's variance of
+        every arm, :math:`d(z_n C/n)^2`, by :meth:`~eegrad.Selector.with_release_noise` (a rule
+        whose constructor takes ``release_noise`` and was given none is rebuilt with it).
     steps : {"every-round", "t-rounds"}
         Whether every round steps (the default) or the paper's T query rounds make one step.
     T : int, optional

@@ -14,6 +14,7 @@ Protocol, per T-round estimate::
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -510,6 +511,19 @@ class Selector:
     def get_params(self) -> dict[str, Any]:
         """Hyper-parameters, as given to the constructor (for metadata and configs)."""
         return {}
+
+    def with_release_noise(self, variances: np.ndarray) -> Selector:
+        """This rule told the variance a private release adds to each arm's output, shape (N,)
+        (central DP: :math:`d(z_n C/n)^2`): a new rule built from :meth:`get_params` and
+        ``release_noise=variances`` where the constructor takes ``release_noise`` and none
+        was given; else this rule itself (one that does not model the release)."""
+        if getattr(self, "release_noise", None) is not None:
+            return self
+        try:
+            takes = "release_noise" in inspect.signature(type(self)).parameters
+        except (TypeError, ValueError):  # a constructor without a signature
+            return self
+        return type(self)(**{**self.get_params(), "release_noise": variances}) if takes else self
 
     @classmethod
     def method_name(cls, params: Mapping[str, Any]) -> str:
