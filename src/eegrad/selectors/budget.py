@@ -117,7 +117,7 @@ class BudgetAhead:
         less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
         (an arm, n − 1), or None where no round can end the run so, or before the costs and
         the budget left are told."""
-        if self.costs is None or self.budget_left is None:
+        if not self.told():
             return None
         c, left = self.costs, self.budget_left
         ends = np.flatnonzero((c <= left) & (left - c < c.min()))
@@ -307,7 +307,7 @@ class BudgetThompson(ProgressFit):
                     f"(n = {last + 1}), its noise stays in the final model")
         if N == 1:
             return None
-        if self.rounds < len(self.warmup_arms) or not self._signal.told():
+        if self._before_progress():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         noise = self.predicted()
         if not self._ahead.told():
@@ -328,7 +328,7 @@ class BudgetThompson(ProgressFit):
         if (last := self._ending_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
-        if N == 1 or self.rounds < len(self.warmup_arms) or not self._signal.told():
+        if N == 1 or self._before_progress():
             return super()._select(t)
         d = self._objective(self.predicted())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n

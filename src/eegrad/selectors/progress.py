@@ -292,6 +292,11 @@ class ProgressFit(SpreadThompson):
         self._last = (x, v)
         self._kept.note(y, v_round, p, self.discount)
 
+    def _before_progress(self) -> bool:
+        """Whether the rule still chooses as the spread rule: its warm-up, or no round's
+        signal told yet (the objectives of progress need the signal's curve)."""
+        return self.rounds < len(self.warmup_arms) or not self._signal.told()
+
     def kept(self) -> np.ndarray:
         r""":math:`1 - \hat a`, shape (R,): what of a round's deviation from the optimum the
         next round keeps, in [0, 1] (NaN until a few pairs of consecutive rounds are told;
@@ -534,14 +539,14 @@ class ProgressThompson(ProgressFit):
         N = self._shape[1]
         if N == 1:
             return None
-        if self.rounds < len(self.warmup_arms) or not self._signal.told():
+        if self._before_progress():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         return leading_arms(self.predicted_progress()[0], top,
                             "a posterior draw of the expected decrease of the loss; by the fit")
 
     def _select(self, t: int) -> np.ndarray:
         N = self._shape[1]
-        if N == 1 or self.rounds < len(self.warmup_arms) or not self._signal.told():
+        if N == 1 or self._before_progress():
             return super()._select(t)
         d = self._objective(self._sampled_noise())
         return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
