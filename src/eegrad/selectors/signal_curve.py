@@ -84,6 +84,7 @@ class SignalCurve:
         self._curve = np.zeros((R, k))  # the curve as the rule uses it (curve())
         self.fitted = np.zeros(R, bool)
         self.steps = LocalSteps(R, N, shape_discount)
+        self._prior = np.zeros((R, k))  # steps_prior(): changes only as steps are noted
 
     # -- what the rounds tell ---------------------------------------------------------------------
     def told(self) -> bool:
@@ -95,6 +96,7 @@ class SignalCurve:
         its regressor where the arms' steps span :data:`STEPS_SPAN`."""
         self.steps.note(self._rows, arms, k)
         self._set_regressors()
+        self._prior = self._fit_steps_prior()
 
     def add(self, arms: np.ndarray, s: np.ndarray, q: np.ndarray) -> None:
         r"""A round's signal estimate ``s`` (R,) at ``arms`` (R,), of weight ``q`` (R,) (its
@@ -262,6 +264,11 @@ class SignalCurve:
         self._features = features
 
     def steps_prior(self) -> np.ndarray:
+        """The prior of the log-signal curve's coefficients, shape (R, k), as the clients'
+        local steps noted so far give it (:meth:`_fit_steps_prior`)."""
+        return self._prior.copy()
+
+    def _fit_steps_prior(self) -> np.ndarray:
         r"""The prior of the log-signal curve's coefficients, shape (R, k): 0 for the level, and
         for the slope twice the slope of the clients' log local steps in the curve's regressor
         — to first order in the step size, k local steps move a client by :math:`\eta k\,g`,
