@@ -290,15 +290,8 @@ class _FlatSignal(SignalCurve):
         rows = self.rule.flat_rows()
         if not rows.any() or self.shape_beta.shape[1] == 1:
             return
-        self.shape_beta[rows, 1:] = 0.0
-        shape = np.exp(np.clip(self.linear(self.shape_beta, 1), -700, 700))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = (self.arm_s * shape).sum(axis=1) / (self.arm_q * shape * shape).sum(axis=1)
-        ok = rows & np.isfinite(c) & (c > 0)
-        self.beta[ok, 0] = np.log(c[ok])
-        self.beta[ok, 1:] = 0.0
-        self.fitted |= ok
-        self.set_curve(self.shrunk())
+        self.shape_beta[rows, 1:] = 0.0  # the shape flat, its level refitted on it
+        self.fit_level(np.exp(np.clip(self.linear(self.shape_beta, 1), -700, 700)))
 
     def shrunk(self) -> np.ndarray:
         curve = super().shrunk()

@@ -240,7 +240,7 @@ def test_the_spread_fit_alone_recovers_the_parameters_from_exact_statistics():
     from eegrad.spread import pair_design, variance_coefficients
 
     theta = np.array([3.0, 200.0])
-    fit = SpreadFit(1, K, 2, SPEND, K, 1, discount=0.9)
+    fit = SpreadFit(1, K, SPEND, K, 1, discount=0.9)
     for t in range(40):
         n = 2 + t % 6
         w = OMEGA[n - 1] * (1.0 + 0.1 * np.arange(n))[None]  # unequal weights in a round

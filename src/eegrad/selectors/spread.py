@@ -207,8 +207,8 @@ class SpreadThompson(Selector):
         spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
         self._spend = np.asarray(spend, dtype=np.float64)
         #: The noise's fit from the rounds' spread (θ = (S², τ²) or (S², τ², κ²)).
-        self._noise = SpreadFit(R, N, self.noise_order + 1, self._spend, self.population,
-                                self.noise_order, self.discount)  # fmt: skip
+        self._noise = SpreadFit(R, N, self._spend, self.population, self.noise_order,
+                                self.discount)  # fmt: skip
         #: The arms (n − 1) of the warm-up's rounds, in order.
         self.warmup_arms = self._default_warmup(N) if self.warmup is None else \
             [n - 1 for n in self.warmup]  # fmt: skip

@@ -51,14 +51,13 @@ class SpreadFit:
     ----------
     R, N : int
         Realizations and arms.
-    k : int
-        Parameters of the noise, ``noise_order + 1``.
     spend : ndarray of shape (N,)
         Every arm's per-client spend (the line of the weights is fitted in it).
     population : int or None
         K, the clients an arm's parts are drawn from (None: infinite).
     noise_order : {1, 2}
-        The order of the noise's expansion in the weights.
+        The order of the noise's expansion in the weights; the noise has ``noise_order + 1``
+        parameters.
     discount : float
         Weight per round of age of the evidence, in (0, 1].
 
@@ -73,9 +72,10 @@ class SpreadFit:
         Σ1, Σs, Σs², Σω, Σsω over the parts seen: the line ω ≈ a + b s.
     """
 
-    def __init__(self, R: int, N: int, k: int, spend: np.ndarray, population: int | None,
+    def __init__(self, R: int, N: int, spend: np.ndarray, population: int | None,
                  noise_order: int, discount: float) -> None:  # fmt: skip
         self.spend, self.population, self.noise_order = spend, population, noise_order
+        k = noise_order + 1  # θ = (S², τ²[, κ²])
         self.discount = discount
         self._rows = np.arange(R)
         self.normal = np.zeros((R, k, k))
