@@ -111,6 +111,20 @@ def test_a_sums_only_server_steps_as_the_per_update_one():
     assert len({r["arm"] for r in c.records}) > 1
 
 
+def test_a_sums_only_server_says_once_that_it_reads_no_clients_local_steps(caplog):
+    """Secure sums reveal no client's local steps: under B a round the default rule, which
+    reads them, takes FedSGD's model, and the log says so once (the clients here report their
+    steps, which the sums leave out)."""
+    pytest.importorskip("flwr")
+    from test_flower import K, _start, _strategy
+
+    from eegrad.flower import LocalGrid
+
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        _start(_strategy(secure_sums=True), LocalGrid(_summing_app(), K, seed=5), 4)
+    assert caplog.text.count("reads no client's 'local-steps'") == 1
+
+
 @pytest.mark.usefixtures("_quiet")
 def test_a_sums_only_server_names_what_is_missing():
     pytest.importorskip("flwr")

@@ -218,18 +218,21 @@ class RoundBudget:
 
     def note_local_steps(self, state: RunState, fold: RoundFold, steps: float | None,
                          server_round: int) -> None:  # fmt: skip
-        """Say once what the rule assumes where the clients, who spend the shares they are
-        sent, do not all report their local steps (``steps`` None from a fold that reads them)
-        and the rule reads them: every n's update goes as far (FedSGD's model), and the noise
-        decides n."""
-        if (steps is not None or state.said_no_steps or not fold.reads_local_steps
-                or "local_steps" not in state.rule.selector.reads):  # fmt: skip
+        """Say once what the rule assumes where it reads the clients' local steps (the clients
+        spend the shares they are sent) and the round gives none (``steps`` None): every n's
+        update goes as far (FedSGD's model), and the noise decides n. Either not every reply
+        reported them, or the path reads no client's metrics (secure sums, a private release)."""
+        if steps is not None or state.said_no_steps or \
+                "local_steps" not in state.rule.selector.reads:  # fmt: skip
             return
-        log(INFO, "EE-Grad: the replies of server round %d do not all report 'local-steps': "
-            "the rule takes every n's update to go as far (FedSGD's model: one step on the "
-            "share) and chooses n by the noise. A client that trains several steps on its "
-            "share can report them as the metric 'local-steps' (budgeted_train does); the "
-            "federated guide's section 2 says what that changes", server_round)  # fmt: skip
+        why = ("do not all report 'local-steps'" if fold.reads_local_steps else
+               "are read as sums or through a private release, which reads no client's "
+               "'local-steps'")  # fmt: skip
+        log(INFO, "EE-Grad: the replies of server round %d %s: the rule takes every n's update "
+            "to go as far (FedSGD's model: one step on the share) and chooses n by the noise. "
+            "A client that trains several steps on its share can report them as the metric "
+            "'local-steps' (budgeted_train does), which the plain path reads; the federated "
+            "guide's section 2 says what that changes", server_round, why)  # fmt: skip
         state.said_no_steps = True
 
     def spent(self, state: RunState, fold: RoundFold, n: int, timed_out: Sequence[int],
