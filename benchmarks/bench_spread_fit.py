@@ -22,7 +22,7 @@ def main() -> None:
         rule = SpreadThompson(population=20, noise_order=2)
         rule.init(R, 20, 3)
         # a well-posed fit: a normal matrix, moments and residual weights as after some rounds
-        fit = rule._noise
+        fit = rule.model.spread
         fit.normal[:] = np.eye(3) + 0.1
         fit.moment[:] = 1.0
         fit.yy[:], fit.nu[:], fit.nu2[:] = 3.0, 5.0, 5.0
@@ -30,7 +30,7 @@ def main() -> None:
         for _ in range(5):
             t = time.perf_counter()
             for _ in range(calls):
-                rule.fit()
+                rule.model.fit()
             best = min(best, (time.perf_counter() - t) / calls)
         print(f"R = {R}: {best * 1e6:.1f} µs per fit (best of 5 × {calls})")
 

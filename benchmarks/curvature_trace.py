@@ -30,21 +30,24 @@ import rule_candidates
 
 
 def recording(cls: type[ProgressThompson], log: list[tuple]) -> type[ProgressThompson]:
-    """``cls`` that appends each told round's (n, ‖ū‖², predicted, Λ_g, Λ_ξ, prior) to
+    """``cls`` whose model appends each told round's (n, ‖ū‖², predicted, Λ_g, Λ_ξ, prior) to
     ``log``."""
 
-    class Recording(cls):  # type: ignore[misc, valid-type]
-        def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any,
-                         owner: str) -> None:  # fmt: skip
+    class RecordingModel(cls.model_type):  # type: ignore[misc, name-defined]
+        def note_signal(self, arms: Any, mean_norm2: Any, persistence: Any,
+                        owner: str) -> None:  # fmt: skip
             arms = np.asarray(arms)
-            told = self._signal.told()
+            told = self.curve.told()
             predicted = self.predicted()[self._rows, arms] + (
                 self.signal()[self._rows, arms] if told else np.nan)  # fmt: skip
-            super()._note_signal(arms, mean_norm2, persistence, owner)
+            super().note_signal(arms, mean_norm2, persistence, owner)
             lam = self.curvature()[0]
             prior = float(self.curvature_prior()[0])  # 0 before any signal
             log.append((int(arms[0]) + 1, float(np.asarray(mean_norm2)[0]), float(predicted[0]),
                         float(lam[0]), float(lam[1]), prior))  # fmt: skip
+
+    class Recording(cls):  # type: ignore[misc, valid-type]
+        model_type = RecordingModel
 
     return Recording
 

@@ -42,6 +42,7 @@ import numpy as np
 from eegrad import BudgetThompson, ProgressThompson
 from eegrad.examples import scorecard
 from eegrad.selectors.progress import nonnegative_minimum
+from eegrad.selectors.progress_model import ProgressModel
 from eegrad.selectors.signal_curve import SignalCurve
 
 
@@ -98,12 +99,18 @@ class MeanForOne(ProgressThompson):
         return fitted_for_one(self, v, np.ones(v.shape[0], dtype=bool))
 
 
-class Wide(ProgressThompson):
-    """``wide``: draws from a posterior of twice the standard deviation."""
+class WideModel(ProgressModel):
+    """The noise's posterior of twice the standard deviation."""
 
     def fit(self) -> tuple[np.ndarray, np.ndarray]:
         theta, cov = super().fit()
         return theta, 4.0 * cov
+
+
+class Wide(ProgressThompson):
+    """``wide``: draws from a posterior of twice the standard deviation."""
+
+    model_type = WideModel
 
 
 class WarmWithoutTwo(ProgressThompson):
@@ -148,12 +155,38 @@ class WarmDescending(ProgressThompson):
         return sorted(super()._default_warmup(N), reverse=True)
 
 
+class NonNegativeModel(ProgressModel):
+    """The noise's parameters projected onto θ >= 0 in the fit's own metric."""
+
+    def admissible(self, theta: np.ndarray) -> np.ndarray:
+        return project_nonnegative(theta, self.normal_matrix())
+
+
 class NonNegativeFit(ProgressThompson):
     """``nnls``: the noise's parameters (and each draw of them) projected onto θ >= 0 in the
     fit's own metric, where the default sets each negative component to 0."""
 
-    def admissible(self, theta: np.ndarray) -> np.ndarray:
-        return project_nonnegative(theta, self.normal_matrix())
+    model_type = NonNegativeModel
+
+
+class SignalFromSpreadModel(ProgressModel):
+    """The signal's fit told only by rounds of n >= 2 (``signal-spread``)."""
+
+    _ARMS = ("arm_q", "arm_s", "arm_rounds")
+    _SHAPE = ("_shape_q", "_shape_s", "_shape_ss", "_shape_rounds")
+
+    def note_signal(self, arms: Any, mean_norm2: Any, persistence: Any, owner: str) -> None:
+        one = np.asarray(arms) == 0
+        if not np.any(one):
+            return super().note_signal(arms, mean_norm2, persistence, owner)
+        curve = self.curve
+        saved = {k: getattr(curve, k).copy() for k in self._ARMS + self._SHAPE}
+        super().note_signal(arms, mean_norm2, persistence, owner)
+        for k in self._ARMS:  # the round's evidence taken back, its age kept
+            getattr(curve, k)[one] = (saved[k] * self.discount)[one]
+        for k in self._SHAPE:
+            getattr(curve, k)[one] = (saved[k] * self.shape_discount)[one]
+        curve.fit()
 
 
 class SignalFromSpread(ProgressThompson):
@@ -161,21 +194,7 @@ class SignalFromSpread(ProgressThompson):
     noise (n >= 2); a round of one client has none, and its ‖ū‖² less the predicted noise is
     as wrong as that prediction."""
 
-    _ARMS = ("arm_q", "arm_s", "arm_rounds")
-    _SHAPE = ("_shape_q", "_shape_s", "_shape_ss", "_shape_rounds")
-
-    def _note_signal(self, arms: Any, mean_norm2: Any, persistence: Any, owner: str) -> None:
-        one = np.asarray(arms) == 0
-        if not np.any(one):
-            return super()._note_signal(arms, mean_norm2, persistence, owner)
-        curve = self._signal
-        saved = {k: getattr(curve, k).copy() for k in self._ARMS + self._SHAPE}
-        super()._note_signal(arms, mean_norm2, persistence, owner)
-        for k in self._ARMS:  # the round's evidence taken back, its age kept
-            getattr(curve, k)[one] = (saved[k] * self.discount)[one]
-        for k in self._SHAPE:
-            getattr(curve, k)[one] = (saved[k] * self.shape_discount)[one]
-        curve.fit()
+    model_type = SignalFromSpreadModel
 
 
 class ScalarRate(ProgressThompson):
@@ -187,11 +206,11 @@ class ScalarRate(ProgressThompson):
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
         base = super()._objective(noise)
-        if self._last is None:  # no round told since the chain of rounds broke
+        if self.model._last is None:  # no round told since the chain of rounds broke
             return base
-        rho, s = self.contraction(), self.signal()
+        rho, s = self.model.contraction(), self.model.signal()
         x = np.sqrt(np.maximum(s, 0.0))
-        x_last = self._last[0][:, None]  # the last round's arm's update length, as fitted
+        x_last = self.model._last[0][:, None]  # the last round's arm's update length, as fitted
         with np.errstate(invalid="ignore", divide="ignore"):
             step = np.clip((1.0 - np.sqrt(rho))[:, None] * x / x_last, 0.0, 1.0)
             rate = 1.0 - (1.0 - step) ** 2 - step**2 * noise / s
@@ -230,7 +249,7 @@ class EndInModel(BudgetThompson):
 
     def last_round_arm(self) -> int | None:
         last = super().last_round_arm()
-        if last is None or not self._signal.told():
+        if last is None or not self.model.curve.told():
             return last
         noise = self.predicted()
         rho, injected = self._quadratic_round(noise)
@@ -252,17 +271,18 @@ class EndInModel(BudgetThompson):
         return last if best_k == 0 else None
 
 
-def one_step(rule: ProgressThompson) -> np.ndarray:
-    """Whether the rule's clients report exactly one local step at every arm told, shape (R,)
-    (False in rows told no steps): their steps as the curve reads them
-    (:meth:`~eegrad.ProgressThompson.arm_steps`, never below one) are then 1 at every arm."""
+def one_step(model: ProgressModel) -> np.ndarray:
+    """Whether the model's clients report exactly one local step at every arm told, shape
+    (R,) (False in rows told no steps): their steps as the curve reads them
+    (:meth:`~eegrad.selectors.progress_model.ProgressModel.arm_steps`, never below one) are
+    then 1 at every arm."""
     with np.errstate(invalid="ignore"):
-        return rule.steps_told() & np.all(np.abs(np.log(rule.arm_steps())) <= 1e-9, axis=1)
+        return model.steps_told() & np.all(np.abs(np.log(model.arm_steps())) <= 1e-9, axis=1)
 
 
-class FlatCurve(ProgressThompson):
-    """A candidate whose signal curve is flat, by a model, in the rows :meth:`flat_rows`
-    names: its slope 0 (the shape's fit too, so that later fits start from it) and its level
+class FlatCurve(ProgressModel):
+    """A model whose signal curve is flat, by a model, in the rows :meth:`flat_rows` names:
+    its slope 0 (the shape's fit too, so that later fits start from it) and its level
     refitted on the flat shape."""
 
     def flat_rows(self) -> np.ndarray:
@@ -270,16 +290,16 @@ class FlatCurve(ProgressThompson):
 
     def unshrunk_rows(self) -> np.ndarray:
         """The rows whose curve is its fit as it is, not shrunk towards its prior (none)."""
-        return np.zeros(self._shape[0], bool)
+        return np.zeros(self.R, bool)
 
-    def _new_signal_curve(self, R: int) -> SignalCurve:
-        return _FlatSignal(self, self._spend, R, self.signal_degree, self.discount,
+    def _new_signal_curve(self) -> SignalCurve:
+        return _FlatSignal(self, self.spend, self.R, self.signal_degree, self.discount,
                            self.shape_discount)  # fmt: skip
 
 
 class _FlatSignal(SignalCurve):
-    """The signal's curve of a :class:`FlatCurve` rule: after each fit, flat in the rows the
-    rule's ``flat_rows`` names, and unshrunk in those its ``unshrunk_rows`` names."""
+    """The signal's curve of a :class:`FlatCurve` model: after each fit, flat in the rows the
+    model's ``flat_rows`` names, and unshrunk in those its ``unshrunk_rows`` names."""
 
     def __init__(self, rule: FlatCurve, *args: Any) -> None:
         super().__init__(*args)
@@ -302,24 +322,35 @@ class _FlatSignal(SignalCurve):
         return curve
 
 
-class FlatWhereStepsEqual(FlatCurve):
-    """``flat-steps``: where the clients report their local steps and every arm takes the
-    same (:meth:`~eegrad.ProgressThompson.steps_differ` False), the signal curve is flat: a
-    round's expected update is then the mean gradient over the round's samples, the same for
-    every n, and a fitted slope is chance."""
+class FlatWhereStepsEqualModel(FlatCurve):
+    """The signal curve flat where every arm takes the same local steps."""
 
     def flat_rows(self) -> np.ndarray:
         return self.steps_equal()
 
 
+class FlatWhereStepsEqual(ProgressThompson):
+    """``flat-steps``: where the clients report their local steps and every arm takes the
+    same (:meth:`~eegrad.selectors.progress_model.ProgressModel.steps_differ` False), the
+    signal curve is flat: a round's expected update is then the mean gradient over the round's
+    samples, the same for every n, and a fitted slope is chance."""
 
-class OneStepFlat(FlatCurve):
+    model_type = FlatWhereStepsEqualModel
+
+
+class OneStepFlatModel(FlatCurve):
+    """The signal curve flat where the clients take one local step."""
+
+    def flat_rows(self) -> np.ndarray:
+        return one_step(self)
+
+
+class OneStepFlat(ProgressThompson):
     """``one-step``: where the clients report one local step at every arm (FedSGD, one
     full-batch epoch), the signal's curve flat by the paper's model (its slope 0, its level
     fitted): a round's expected update is then the same at every n."""
 
-    def flat_rows(self) -> np.ndarray:
-        return one_step(self)
+    model_type = OneStepFlatModel
 
 
 class OneStepNoOne(OneStepFlat):
@@ -328,7 +359,7 @@ class OneStepNoOne(OneStepFlat):
     fit, which its round cannot correct."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(super()._objective(noise), one_step(self))
+        return without_one(super()._objective(noise), one_step(self.model))
 
 
 class OneStepMeanForOne(OneStepFlat):
@@ -336,7 +367,7 @@ class OneStepMeanForOne(OneStepFlat):
     the fitted noise, every other n on the draw."""
 
     def _sampled_noise(self) -> np.ndarray:
-        return fitted_for_one(self, super()._sampled_noise(), one_step(self))
+        return fitted_for_one(self, super()._sampled_noise(), one_step(self.model))
 
 
 class NoOneWhereStepsEqual(ProgressThompson):
@@ -346,7 +377,17 @@ class NoOneWhereStepsEqual(ProgressThompson):
     only win on its noise, which no round of its own measures, or on the curve's chance slope."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(super()._objective(noise), self.steps_equal())
+        return without_one(super()._objective(noise), self.model.steps_equal())
+
+
+class KappaHeldModel(ProgressModel):
+    """κ² held at 0 where the clients report one local step at every arm."""
+
+    def free_parameters(self) -> np.ndarray:
+        free = super().free_parameters()
+        if free.shape[1] > 2:
+            free[one_step(self), 2] = False
+        return free
 
 
 class KappaHeldWhereOneStep(ProgressThompson):
@@ -355,15 +396,17 @@ class KappaHeldWhereOneStep(ProgressThompson):
     same samples) held at 0 and (S², τ²) fitted alone, as the noise model has it for one step;
     the signal curve as the default's."""
 
-    def free_parameters(self) -> np.ndarray:
-        free = super().free_parameters()
-        if free.shape[1] > 2 and hasattr(self, "_steps"):  # (none while init runs)
-            free[one_step(self), 2] = False
-        return free
+    model_type = KappaHeldModel
 
 
-class OneStepNoKappa(KappaHeldWhereOneStep, OneStepFlat):
+class OneStepNoKappaModel(KappaHeldModel, OneStepFlatModel):
+    """κ² held at 0 and the signal curve flat where the clients take one local step."""
+
+
+class OneStepNoKappa(ProgressThompson):
     """``one-step-kappa0``: ``one-step``, and κ² held at 0 where the clients take one step."""
+
+    model_type = OneStepNoKappaModel
 
 
 class OneStepNoKappaNoOne(OneStepNoKappa):
@@ -371,24 +414,37 @@ class OneStepNoKappaNoOne(OneStepNoKappa):
     never a round of one client after the warm-up (as ``one-step-no-one``)."""
 
     def _objective(self, noise: np.ndarray) -> np.ndarray:
-        return without_one(super()._objective(noise), one_step(self))
+        return without_one(super()._objective(noise), one_step(self.model))
 
 
-class FittedWhereStepsEqual(OneStepFlat):
+class FittedWhereStepsEqualModel(OneStepFlatModel):
+    """``one-step``'s curve, and its fitted slope unshrunk where the steps are the same
+    several at every arm."""
+
+    def unshrunk_rows(self) -> np.ndarray:
+        return self.steps_equal() & ~one_step(self)
+
+
+class FittedWhereStepsEqual(ProgressThompson):
     """``fitted-steps``: ``one-step``, and where the clients report the same several local
     steps at every arm (a flat steps prior, not one step), the signal curve's fitted slope
     unshrunk: there a client's drift towards its own data depends on its samples."""
 
-    def unshrunk_rows(self) -> np.ndarray:
-        return self.steps_equal() & ~one_step(self)
+    model_type = FittedWhereStepsEqualModel
+
+
+class UnshrunkModel(ProgressModel):
+    """The persistence's fit of the curvature as it is, everywhere."""
+
+    def shrinks_curvature(self) -> np.ndarray:
+        return np.zeros(self.R, bool)
 
 
 class UnshrunkCurvature(ProgressThompson):
     """``unshrunk-curvature``: the default before the curvature's costs were shrunk towards
     their prior where the steps are equal: the persistence's fit as it is, everywhere."""
 
-    def shrinks_curvature(self) -> np.ndarray:
-        return np.zeros(self._shape[0], bool)
+    model_type = UnshrunkModel
 
 
 class StiffOvershoot(ProgressThompson):
@@ -402,25 +458,38 @@ class StiffOvershoot(ProgressThompson):
         return np.concatenate([w * w, w], axis=1)  # (Λ_g's, Λ_ξ's): 1/h and 1/√h
 
 
-class ShrunkCurvature(ProgressThompson):
-    """``shrunk-curvature``: the curvature's costs shrunk towards their prior by their evidence
-    wherever the clients report their steps, where they differ between the arms too."""
+class ShrunkModel(ProgressModel):
+    """The curvature's costs shrunk wherever the clients report their steps."""
 
     def shrinks_curvature(self) -> np.ndarray:
         return self.steps_told()
 
 
-class ZeroCurvaturePrior(UnshrunkCurvature):
-    """``zero-curvature-prior``: ``unshrunk-curvature``, and where the clients report the same
-    local steps at every arm and the persistence's fit puts both curvature costs at 0, the
-    prior's cost 1/(2x*) for both (a zero cost there leaves the choice to the signal curve's
-    chance slope, noise free)."""
+class ShrunkCurvature(ProgressThompson):
+    """``shrunk-curvature``: the curvature's costs shrunk towards their prior by their evidence
+    wherever the clients report their steps, where they differ between the arms too."""
+
+    model_type = ShrunkModel
+
+
+class ZeroCurvaturePriorModel(UnshrunkModel):
+    """The unshrunk curvature, and the prior's cost where the fit puts both at 0 and the
+    steps are equal."""
 
     def curvature(self) -> np.ndarray:
         out = super().curvature()
         rows = self.steps_equal() & np.all(out <= 0, axis=1)
         out[rows] = self.curvature_prior()[rows, None]
         return out
+
+
+class ZeroCurvaturePrior(ProgressThompson):
+    """``zero-curvature-prior``: ``unshrunk-curvature``, and where the clients report the same
+    local steps at every arm and the persistence's fit puts both curvature costs at 0, the
+    prior's cost 1/(2x*) for both (a zero cost there leaves the choice to the signal curve's
+    chance slope, noise free)."""
+
+    model_type = ZeroCurvaturePriorModel
 
 
 class HorizonWhereSeveralSteps(ProgressThompson):
@@ -432,8 +501,8 @@ class HorizonWhereSeveralSteps(ProgressThompson):
         w = super().curvature_weight()
         if self._rounds_left is None:
             return w
-        steps = np.nan_to_num(self.arm_steps(), nan=0.0)  # NaN: a row told no steps
-        several = self.steps_equal() & np.all(steps >= 2.0, axis=1)
+        steps = np.nan_to_num(self.model.arm_steps(), nan=0.0)  # NaN: a row told no steps
+        several = self.model.steps_equal() & np.all(steps >= 2.0, axis=1)
         return np.where(several[:, None], 1.0 / np.sqrt(self._rounds_left), w)
 
 

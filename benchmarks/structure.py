@@ -113,12 +113,20 @@ def rows(optax: Path | None) -> list[dict[str, Any]]:
     driver = getattr(fl, "driver", None)
     if driver is not None and hasattr(driver, "RuleDriver"):
         out.append(measure("RuleDriver", _source(driver.RuleDriver), MODES["rule"]))
-    from eegrad.selectors import progress, signal_curve, spread_fit
+    from eegrad.selectors import (
+        model_rule,
+        noise_model,
+        progress,
+        progress_model,
+        signal_curve,
+        spread_fit,
+    )
 
-    for name in ("ProgressFit", "SignalCurve", "ProgressThompson", "BudgetThompson",
-                 "SpreadThompson", "SpreadFit", "EEGrad", "FixedArm", "Selector"):  # fmt: skip
-        cls = (getattr(progress, name, None) or getattr(signal_curve, name, None)
-               or getattr(spread_fit, name, None) or getattr(sel, name, None))  # fmt: skip
+    modules = (progress, progress_model, noise_model, model_rule, signal_curve, spread_fit, sel)
+    for name in ("ProgressModel", "NoiseModel", "ModelRule", "SignalCurve", "ProgressThompson",
+                 "BudgetThompson", "SpreadThompson", "SpreadFit", "EEGrad", "FixedArm",
+                 "Selector"):  # fmt: skip
+        cls = next((getattr(m, name) for m in modules if hasattr(m, name)), None)
         if cls is not None:
             out.append(measure(name, _source(cls), MODES["rule"]))
     return out

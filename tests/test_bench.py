@@ -131,7 +131,7 @@ def test_the_noise_scale_rule_asks_the_n_nearest_to_the_critical_one():
     rule.init(1, 10, 3)
     v = 12.0 / np.arange(1, 11)
     rule.predicted = lambda: v[None, :]
-    rule.signal = lambda: np.full((1, 10), 2.0)
+    rule.model.signal = lambda: np.full((1, 10), 2.0)
     assert rule.critical_n()[0] == pytest.approx(6.0)
     assert int(np.argmax(rule._objective(v[None, :])[0])) + 1 == 6
 

@@ -53,7 +53,7 @@ def test_the_shared_fits_under_a_total_budget_against_the_closed_forms():
         low, high = sigma2 * (1 / ns - 1 / K), sigma2 / ns
         assert np.all((low <= v) & (v <= high))
         noise_fits.append(rule.predicted()[0])
-        signal_fits.append(rule.signal()[0, 0] / s)
+        signal_fits.append(rule.model.signal()[0, 0] / s)
         bounds = (low, high)
     signal_fits = np.array(signal_fits)
     se = signal_fits.std(ddof=1) / np.sqrt(signal_fits.size)
@@ -108,7 +108,7 @@ def test_the_fit_measures_the_contraction_of_the_signal_level():
     cost = np.arange(1, K + 1) + 5.0
     for rule_class in (BudgetThompson, ProgressThompson):
         measured = np.array([
-            float(_contracting_signal_run(seed, K, d, rho, cost, 300.0, rule_class).contraction()[0])
+            float(_contracting_signal_run(seed, K, d, rho, cost, 300.0, rule_class).model.contraction()[0])
             for seed in range(8)])  # fmt: skip
         se = measured.std(ddof=1) / np.sqrt(measured.size)
         assert abs(measured.mean() - rho) < 4 * se + 0.01, (rule_class, measured.mean(), se)
@@ -123,8 +123,8 @@ def test_rate_objective_follows_its_closed_form():
     cost = np.arange(1, K + 1) + 5.0
     for seed in range(3):
         rule = _contracting_signal_run(seed, K, d, rho, cost, 1e6)
-        r = float(rule.contraction()[0])
-        v, s = rule.predicted()[0], float(np.exp(rule._level.log_level[0]))
+        r = float(rule.model.contraction()[0])
+        v, s = rule.predicted()[0], float(np.exp(rule.model.level.log_level[0]))
         closed = (1 - r - (1 - np.sqrt(r)) ** 2 * v / s) / cost
         np.testing.assert_allclose(rule.rate_of_decrease(rule.predicted())[0], closed,
                                    rtol=1e-10)  # fmt: skip

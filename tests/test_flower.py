@@ -36,6 +36,7 @@ from eegrad.flower import (
 )
 from eegrad.flower.strategy import default_rule
 from eegrad.parts import PullAccumulator
+from eegrad.selectors.progress_model import ProgressModel
 
 K, D, LR = 8, 4, 0.5
 MU = np.random.default_rng(1).standard_normal((K, D))
@@ -645,17 +646,25 @@ class _Told(list):
 
 def _spy_local_steps(monkeypatch):
     told = _Told()
-    original = ProgressThompson._note_local_steps  # what tell_round does with a record's steps
+    original = ProgressModel.note_local_steps  # what tell_round does with a record's steps
+    original_add = ProgressModel.add  # a round's spread, after its steps
+    added = []
+
+    def count(self, *args):
+        added.append(self)
+        return original_add(self, *args)
 
     def record(self, arms, steps, owner):
         told.append((int(arms[0]), float(steps[0])))
-        rounds.append(self.rounds + 1)  # the round told: the rounds recorded so far, plus one
+        # the round told: the rounds this model has taken, plus one
+        rounds.append(sum(model is self for model in added) + 1)
         return original(self, arms, steps, owner)
 
     rounds = []
     told.rounds = rounds
 
-    monkeypatch.setattr(ProgressThompson, "_note_local_steps", record)
+    monkeypatch.setattr(ProgressModel, "note_local_steps", record)
+    monkeypatch.setattr(ProgressModel, "add", count)
     return told
 
 
@@ -673,12 +682,12 @@ def test_the_clients_reported_local_steps_reach_the_rule(monkeypatch):
         each = [np.ceil(DeviceCost(1.0, speed).samples(share) / 2) for speed in (2.0, 3.0, 4.0)]
         assert min(each) <= steps <= max(each)
     # FedSGD clients take one step whatever their share: the prior stays flat.
-    assert strategy.state.rule.selector.steps_prior()[0, 1] > 0
+    assert strategy.state.rule.selector.model.steps_prior()[0, 1] > 0
     told.clear()
     flat = _strategy(selector=ProgressThompson(population=K, noise_order=2))
     _start(flat, LocalGrid(_app(), K, seed=2), 6)
     assert [s for _, s in told] == [1.0] * 6
-    np.testing.assert_array_equal(flat.state.rule.selector.steps_prior(), 0.0)
+    np.testing.assert_array_equal(flat.state.rule.selector.model.steps_prior(), 0.0)
 
 
 def test_local_steps_of_every_reply_or_none_are_told(monkeypatch):

@@ -87,7 +87,7 @@ def test_a_resumed_run_keeps_the_curve_in_the_local_steps(tmp_path):
     # rule's curve is in their steps (ProgressThompson.arm_steps), and a run stopped after
     # round 6 of 14 resumes with that state and ends as the uninterrupted one.
     full = _resumed_equals_uninterrupted(tmp_path, {}, 14, 6, app=lambda: _app(batch_size=4))
-    steps = full.state.rule.selector.arm_steps()[0]
+    steps = full.state.rule.selector.model.arm_steps()[0]
     assert steps.max() >= 2.0 * steps.min(), steps
 
 

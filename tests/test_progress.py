@@ -13,9 +13,11 @@ from eegrad import (
     ProtocolError,
     SpreadThompson,
 )
+from eegrad.checkpoint import capture_state
 from eegrad.selectors.evidence import Outlook, RoundEvidence
 from eegrad.selectors.progress import STEPS_SPAN, nonnegative_minima, nonnegative_minimum
 from eegrad.selectors.progress_fits import shrink_to_prior
+from eegrad.selectors.progress_model import ProgressModel
 from eegrad.testing import check_rule
 
 K, D = 20, 6
@@ -30,12 +32,12 @@ ELL = ELL / (np.log(SPEND).max() - np.log(SPEND).min())
 def _signal(rule, arms, mean_norm2, persistence=None):
     """The signal's fit told one round's signal alone (white-box: the fit, not the record a
     driver tells through tell_round)."""
-    rule._note_signal(np.asarray(arms), mean_norm2, persistence, "test")
+    rule.model.note_signal(np.asarray(arms), mean_norm2, persistence, "test")
 
 
 def _steps(rule, arms, steps):
     """The local steps' prior told one round's steps alone (white-box, as :func:`_signal`)."""
-    rule._note_local_steps(np.asarray(arms), steps, "test")
+    rule.model.note_local_steps(np.asarray(arms), steps, "test")
 
 
 def _look(rule, rounds):
@@ -100,18 +102,18 @@ def test_progress_closed_form_and_its_limits():
     v = np.array([[3.0, 1.0, 2.0]])
     s = np.full((1, 3), 4.0)
     lam = np.array([[0.25, 0.5]])
-    d = ProgressThompson.progress(s, v, lam)
+    d = ProgressModel.progress(s, v, lam)
     np.testing.assert_allclose(d, 2.0 - 0.25 * 4.0 - 0.5 * v)
     assert int(np.argmax(d)) == int(np.argmin(v))
-    np.testing.assert_allclose(ProgressThompson.progress(np.zeros((1, 3)), v, lam), -v)
+    np.testing.assert_allclose(ProgressModel.progress(np.zeros((1, 3)), v, lam), -v)
     # One Λ for both terms: x − Λ(x² + v).
-    np.testing.assert_allclose(ProgressThompson.progress(s, v, np.array([0.25])),
+    np.testing.assert_allclose(ProgressModel.progress(s, v, np.array([0.25])),
                                2.0 - 0.25 * (4.0 + v))  # fmt: skip
     # A longer update is worth its noise while x − Λ_g x² − Λ_ξ v grows, and with a small Λ
     # (steps far shorter than the curvature allows) the longer one wins.
     s2, v2 = np.array([[4.0, 1.0]]), np.array([[2.0, 0.0]])
-    assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.25, 0.5]])))) == 1
-    assert int(np.argmax(ProgressThompson.progress(s2, v2, np.array([[0.025, 0.05]])))) == 0
+    assert int(np.argmax(ProgressModel.progress(s2, v2, np.array([[0.25, 0.5]])))) == 1
+    assert int(np.argmax(ProgressModel.progress(s2, v2, np.array([[0.025, 0.05]])))) == 0
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -159,8 +161,8 @@ def test_persistence_recovers_the_curvature_of_a_quadratic():
     signal = gains**2  # ‖∇F‖² = 1
     noise = gains**2 * v0
     rows = len(seeds)
-    rule.signal = lambda: np.tile(signal, (rows, 1))  # the truth, so that the fit alone is tested
-    rule.predicted = lambda: np.tile(noise, (rows, 1))
+    rule.model.signal = lambda: np.tile(signal, (rows, 1))  # the truth, so that the fit alone is tested
+    rule.model.predicted = lambda: np.tile(noise, (rows, 1))
     for _ in range(400):
         arms = np.empty((2, rows), dtype=np.int64)
         u, u2 = np.empty((rows, d)), np.empty((rows, d))
@@ -170,10 +172,10 @@ def test_persistence_recovers_the_curvature_of_a_quadratic():
             u[r] = gains[n] * (lam * w[r] + rng.standard_normal(d) * np.sqrt(v0[n] / d))
             u2[r] = gains[n2] * (lam * (w[r] - u[r]) + rng.standard_normal(d) *
                                  np.sqrt(v0[n2] / d))  # fmt: skip
-        rule.forget_persistence()
+        rule.model.forget_persistence()
         _signal(rule, arms[0], np.einsum("rd,rd->r", u, u))
         _signal(rule, arms[1], np.einsum("rd,rd->r", u2, u2), np.einsum("rd,rd->r", u2, u))
-    fits = rule.curvature()
+    fits = rule.model.curvature()
     truth = lam / 2.0  # λ/(2‖∇F‖)
     for j in range(2):
         _mc_check(fits[:, j], truth)
@@ -201,11 +203,11 @@ def _pairs(rule, zhats, seed=0):
     rng = np.random.default_rng(seed)
     signal = 0.04 * np.ones(K)
     noise = 0.5 / np.arange(1, K + 1) * signal
-    rule.signal = lambda: signal[None]
-    rule.predicted = lambda: noise[None]
+    rule.model.signal = lambda: signal[None]
+    rule.model.predicted = lambda: noise[None]
     for z in zhats:
         n, n2 = rng.integers(0, K, 2)
-        rule.forget_persistence()
+        rule.model.forget_persistence()
         _steps(rule, np.array([n]), np.array([1.0]))
         _signal(rule, np.array([n]), np.array([signal[n] + noise[n]]))
         p = signal[n] * (1.0 - z)  # x' x (1 − ẑ), x' = x = 0.2
@@ -223,17 +225,17 @@ def test_with_equal_steps_thin_evidence_of_no_curvature_falls_back_to_the_prior(
     rule = _rule(discount=1.0)
     rule.init(1, K, D)
     prior = _pairs(rule, zhats)
-    raw = nonnegative_minimum(rule._persistence.A[0], rule._persistence.b[0])
+    raw = nonnegative_minimum(rule.model.persistence.A[0], rule.model.persistence.b[0])
     np.testing.assert_array_equal(raw, [0.0, 0.0])  # the bound: both costs 0
-    lam = rule.curvature()[0]
+    lam = rule.model.curvature()[0]
     assert np.all(lam > 0.5 * prior), (lam, prior)
     assert np.all(lam <= prior), (lam, prior)
     differ = _rule(discount=1.0)
     differ.init(1, K, D)
     _pairs(differ, zhats)
     _steps(differ, np.array([K - 1]), np.array([8.0]))  # the steps now differ
-    assert differ.steps_differ()[0]
-    np.testing.assert_array_equal(differ.curvature()[0], [0.0, 0.0])
+    assert differ.model.steps_differ()[0]
+    np.testing.assert_array_equal(differ.model.curvature()[0], [0.0, 0.0])
 
 
 def test_with_equal_steps_consistent_evidence_keeps_the_fit():
@@ -242,8 +244,8 @@ def test_with_equal_steps_consistent_evidence_keeps_the_fit():
     rule = _rule(discount=1.0)
     rule.init(1, K, D)
     prior = _pairs(rule, np.full(400, 0.05))
-    raw = nonnegative_minimum(rule._persistence.A[0], rule._persistence.b[0])
-    lam = rule.curvature()[0]
+    raw = nonnegative_minimum(rule.model.persistence.A[0], rule.model.persistence.b[0])
+    lam = rule.model.curvature()[0]
     np.testing.assert_allclose(lam, np.maximum(raw, [0.0, 1e-3 * raw.max()]), rtol=1e-6)
     assert lam.max() < 0.2 * prior
 
@@ -275,7 +277,7 @@ def test_signal_curve_is_unbiased_without_discount():
         rule._pending = arms
         mean = np.einsum("rk,rkd->rd", w, parts) / w.sum(axis=1, keepdims=True)
         rule.tell_parts(arms, parts, w, mean_norm2=np.einsum("rd,rd->r", mean, mean))
-    fits = rule.signal()[:, [0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2
+    fits = rule.model.signal()[:, [0, 4, K - 1]] / gains[[0, 4, K - 1]] ** 2
     se = fits.std(axis=0, ddof=1) / np.sqrt(len(fits))
     assert np.all(np.abs(fits.mean(axis=0) - 1.0) < 4 * se + 0.05), (fits.mean(axis=0), se)
 
@@ -370,9 +372,9 @@ def test_rounds_left_divide_the_curvature_cost_of_the_decrease():
     # takes the same steps (none told: a flat prior), the weight is 1 whatever h.
     rule = _rule(seed=0)
     _drive(rule, 0, 40, _growing_gain, quadratic=True, steps=_growing_steps)
-    signal, noise, lam = rule.signal(), rule.predicted(), rule.curvature()
+    signal, noise, lam = rule.model.signal(), rule.predicted(), rule.model.curvature()
     myopic = rule.predicted_progress()
-    np.testing.assert_array_equal(myopic, rule.progress(signal, noise, lam))
+    np.testing.assert_array_equal(myopic, rule.model.progress(signal, noise, lam))
     _look(rule, 1)
     np.testing.assert_array_equal(rule.predicted_progress(), myopic)
     _look(rule, 25)
@@ -380,7 +382,7 @@ def test_rounds_left_divide_the_curvature_cost_of_the_decrease():
     x = np.sqrt(signal)
     expected = x - (lam[:, :1] * signal + lam[:, 1:] * noise) / 5.0
     np.testing.assert_allclose(rule.predicted_progress(), expected, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(rule.predicted_progress(), rule.progress(signal, noise, lam / 5.0),
+    np.testing.assert_allclose(rule.predicted_progress(), rule.model.progress(signal, noise, lam / 5.0),
                                rtol=1e-12)  # fmt: skip
     assert np.any(rule.predicted_progress() != myopic)
     flat = _rule(seed=0)
@@ -463,14 +465,17 @@ def test_progress_rule_errors_and_params():
         rule = _rule()
         rule.init(1, K, D)
         arms = rule.ask(1)
-        before = {k: np.copy(v) for k, v in vars(rule).items() if isinstance(v, np.ndarray)}
+        tree, arrays = capture_state(rule)  # the rule and its model, whole
         with pytest.raises(InvalidParameterError, match=name):
             rule.tell_round(RoundEvidence(arms, pair_sums=np.array([1.0]),
                                           weights=np.ones((1, int(arms[0]) + 1)),
                                           **{k: np.array(v) for k, v in fields.items()}))
-        # refused whole: nothing of the record reached the rule, and the round still pends
-        for k, v in before.items():
-            np.testing.assert_array_equal(getattr(rule, k), v, err_msg=k)
+        # refused whole: nothing of the record reached the rule or its model, and the round
+        # still pends
+        tree_after, arrays_after = capture_state(rule)
+        assert tree_after == tree
+        for k, v in arrays.items():
+            np.testing.assert_array_equal(arrays_after[k], v, err_msg=k)
         rule.withdraw()
     params = rule.get_params()
     assert params["signal_degree"] == 1
@@ -488,18 +493,18 @@ def test_steps_prior_is_twice_the_slope_of_the_log_steps():
     for degree, gamma in [(1, 0.2), (1, 0.1), (2, 0.2)]:
         rule = _rule(signal_degree=degree)
         rule.init(1, K, D)
-        np.testing.assert_array_equal(rule.steps_prior(), 0.0)
+        np.testing.assert_array_equal(rule.model.steps_prior(), 0.0)
         _steps(rule, np.array([3]), np.array([2.0 * SPEND[3] ** gamma]))
-        np.testing.assert_array_equal(rule.steps_prior(), 0.0)  # one arm: none
+        np.testing.assert_array_equal(rule.model.steps_prior(), 0.0)  # one arm: none
         for arm in [0, 7, 19, 7, 12]:
             _steps(rule, np.array([arm]), np.array([2.0 * SPEND[arm] ** gamma]))
         expected = [0.0, 2.0 * gamma * span] + [0.0] * (degree - 1)
-        np.testing.assert_allclose(rule.steps_prior()[0], expected, atol=1e-9)
+        np.testing.assert_allclose(rule.model.steps_prior()[0], expected, atol=1e-9)
     flat = _rule()
     flat.init(1, K, D)
     for arm in [0, 5, 19]:
         _steps(flat, np.array([arm]), np.array([1.0]))
-    np.testing.assert_allclose(flat.steps_prior(), 0.0, atol=1e-12)
+    np.testing.assert_allclose(flat.model.steps_prior(), 0.0, atol=1e-12)
 
 
 def _saturating_steps(n):
@@ -521,17 +526,17 @@ def test_where_the_steps_span_twofold_the_curve_is_in_the_log_steps():
     rule.init(1, K, D)
     for n in (20, 2, 6):
         _steps(rule, np.array([n - 1]), np.array([_saturating_steps(n)]))
-    k = rule.arm_steps()[0]
+    k = rule.model.arm_steps()[0]
     np.testing.assert_allclose(k[[19, 1, 5]], [2.0, 10.0, 4.0], rtol=1e-12)
     assert k[0] == k[1]  # constant beyond the largest share told
     ell = np.log(SPEND)
     t = (ell[3] - ell[5]) / (ell[1] - ell[5])
     np.testing.assert_allclose(np.log(k[3]), np.log(4.0) + t * np.log(10.0 / 4.0), rtol=1e-12)
-    np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
+    np.testing.assert_array_equal(rule.model.steps_prior(), [[0.0, 2.0]])
     _steps(rule, np.array([2]), np.array([12.0]))  # arm 3 (3 clients) above arm 2 (2)
     pooled = np.exp((2 * np.log(10.0) + 3 * np.log(12.0)) / 5)
-    np.testing.assert_allclose(rule.arm_steps()[0, [0, 1, 2]], pooled, rtol=1e-12)
-    np.testing.assert_array_equal(rule.steps_prior(), [[0.0, 2.0]])
+    np.testing.assert_allclose(rule.model.arm_steps()[0, [0, 1, 2]], pooled, rtol=1e-12)
+    np.testing.assert_array_equal(rule.model.steps_prior(), [[0.0, 2.0]])
 
 
 def test_arms_of_equal_steps_get_equal_signals():
@@ -545,7 +550,7 @@ def test_arms_of_equal_steps_get_equal_signals():
 
     rule = _rule(seed=0)
     _drive(rule, 0, 30, gain, quadratic=True, steps=_saturating_steps)
-    s = rule.signal()[0]
+    s = rule.model.signal()[0]
     assert s[0] == s[1]
     assert s[1] > s[5] > s[19]
 
@@ -574,12 +579,12 @@ def test_the_curve_shrinks_towards_the_steps_prior_and_yields_to_evidence():
                             mean_norm2=np.array([mean @ mean]))
         return rule
 
-    prior = run(6, True).steps_prior()[0, 1]
+    prior = run(6, True).model.steps_prior()[0, 1]
     assert prior > 1.0
-    assert run(6, True).signal_curve()[0, 1] == pytest.approx(prior)
-    assert run(6, False).signal_curve()[0, 1] == 0.0
+    assert run(6, True).model.signal_curve()[0, 1] == pytest.approx(prior)
+    assert run(6, False).model.signal_curve()[0, 1] == 0.0
     late = run(600, True)
-    assert abs(late.signal_curve()[0, 1]) < 0.25 * prior, late.signal_curve()
+    assert abs(late.model.signal_curve()[0, 1]) < 0.25 * prior, late.model.signal_curve()
 
 
 def test_local_steps_are_told_through_the_estimator():
@@ -594,10 +599,10 @@ def test_local_steps_are_told_through_the_estimator():
         with pytest.raises(InvalidParameterError, match="'steps'"):
             est.tell_local_steps(bad)
     est.tell_local_steps(4.0)
-    assert est.selector._signal.steps.weight[0, n - 1] == 0.0  # not before the round is told
+    assert est.selector.model.curve.steps.weight[0, n - 1] == 0.0  # not before the round is told
     est.tell_parts(np.ones((n, D)) + np.arange(n)[:, None], np.ones(n))
-    assert est.selector._signal.steps.weight[0, n - 1] == 1.0
-    assert est.selector._signal.steps.log[0, n - 1] == pytest.approx(np.log(4.0))
+    assert est.selector.model.curve.steps.weight[0, n - 1] == 1.0
+    assert est.selector.model.curve.steps.log[0, n - 1] == pytest.approx(np.log(4.0))
     spread = GradientEstimator(SpreadThompson(population=K, spend=SPEND), K, T=1, dim=D, rng=0)
     spread.ask()
     with pytest.raises(ProtocolError, match="not in its reads"):
@@ -629,9 +634,48 @@ def test_a_signal_told_before_any_spread_is_not_taken():
     est = GradientEstimator(rule, K, T=1, dim=D, rng=0)
     est.ask(at_most=1)
     est.tell_parts(np.ones((1, D)), np.ones(1))
-    assert not np.any(rule._signal.arm_rounds > 0)
-    assert rule._last is None
+    assert not np.any(rule.model.curve.arm_rounds > 0)
+    assert rule.model._last is None
     est.next_iterate()
     n = est.ask()
     est.tell_parts(np.random.default_rng(1).standard_normal((n, D)), np.ones(n))
-    assert np.any(rule._signal.arm_rounds > 0)
+    assert np.any(rule.model.curve.arm_rounds > 0)
+
+
+@pytest.mark.parametrize("rule_class", [SpreadThompson, ProgressThompson, BudgetThompson])
+def test_an_error_of_a_rules_parameters_names_that_rule(rule_class):
+    # The parameters the three rules share are checked by the one base that holds them, and
+    # named by the rule the user built.
+    with pytest.raises(InvalidParameterError,
+                       match=f"'discount' parameter of {rule_class.__name__} "):  # fmt: skip
+        rule_class(discount=2.0)
+    rule = rule_class(population=5)
+    with pytest.raises(InvalidParameterError,
+                       match=f"'population' parameter of {rule_class.__name__} "):  # fmt: skip
+        rule.init(1, 6, 3)
+
+
+def test_a_variant_of_the_model_is_the_model_the_rule_holds_and_fits():
+    # A subclass of the model given as model_type is what init builds, and its hook reaches
+    # every fit: here the noise's κ² held at 0 (noise_order=2) is 0 in the fit and in the
+    # prediction's parameters, where the default model fits it; the objective is the rule's.
+    class KappaHeld(ProgressModel):
+        def free_parameters(self):
+            free = super().free_parameters()
+            free[:, 2] = False
+            return free
+
+    class Held(ProgressThompson):
+        model_type = KappaHeld
+
+    held = Held(population=K, spend=SPEND, noise_order=2)
+    default = _rule(noise_order=2)
+    for rule in (held, default):
+        _drive(rule, 0, 12, lambda n: 1.0, steps=lambda n: 3.0)
+    assert type(held.model) is KappaHeld
+    assert type(default.model) is ProgressModel
+    theta_held, cov_held = held.model.fit()
+    np.testing.assert_array_equal(theta_held[:, 2], 0.0)
+    np.testing.assert_array_equal(cov_held[:, 2], 0.0)
+    assert np.all(default.model.fit()[0][:, 2] != 0.0)
+    assert held.get_params() == _rule(noise_order=2).get_params()

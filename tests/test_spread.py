@@ -11,6 +11,7 @@ from eegrad import (
     SpreadThompson,
     ThompsonVariance,
 )
+from eegrad.selectors.noise_model import NoiseModel
 from eegrad.spread import (
     equal_weight_coefficients,
     pair_statistics,
@@ -163,7 +164,7 @@ def test_spread_thompson_fit_recovers_the_model_without_discount():
     for seed in range(12):
         rule = SpreadThompson(discount=1.0, population=K, spend=SPEND, seed=seed)
         _, _, truth = _run_rule(rule, seed, 150)
-        fits.append(rule.fit()[0][0] / np.array(truth))
+        fits.append(rule.model.fit()[0][0] / np.array(truth))
     fits = np.array(fits)
     for j in range(2):
         _mc_check(fits[:, j], 1.0)
@@ -186,19 +187,22 @@ def test_spread_thompson_concentrates_on_near_best_arms():
 def test_admissible_parameters_are_the_one_place_the_noise_is_made_from():
     # A rule whose admissible parameters differ (here: every component 1) predicts and draws
     # its noise from them alike: the fitted noise and any posterior draw are then the same.
-    class Ones(SpreadThompson):
+    class OnesModel(NoiseModel):
         def admissible(self, theta):
             return np.ones_like(theta)
 
+    class Ones(SpreadThompson):
+        model_type = OnesModel
+
     rule = Ones(population=K, spend=SPEND, seed=0)
     _run_rule(rule, 0, 30)
-    expected = np.einsum("rnk,rk->rn", rule.coefficients(), np.ones((1, 2)))
+    expected = np.einsum("rnk,rk->rn", rule.model.coefficients(), np.ones((1, 2)))
     np.testing.assert_array_equal(rule.predicted(), expected)
     np.testing.assert_array_equal(rule._sampled_noise(), expected)
     base = SpreadThompson(population=K, spend=SPEND, seed=0)
     _run_rule(base, 0, 30)
-    theta = base.fit()[0]
-    np.testing.assert_array_equal(base.admissible(theta), np.maximum(theta, 0.0))
+    theta = base.model.fit()[0]
+    np.testing.assert_array_equal(base.model.admissible(theta), np.maximum(theta, 0.0))
 
 
 def test_a_parameter_held_at_zero_is_fitted_and_drawn_at_zero():
@@ -206,29 +210,32 @@ def test_a_parameter_held_at_zero_is_fitted_and_drawn_at_zero():
     # one-parameter system of the same normal matrix (A₀₀ S² = m₀), its posterior variance
     # A₀₀⁻¹ times the residual variance of that fit, and every draw of τ² is 0. With every
     # parameter free the fit is the full system's, as before the hook.
-    class HoldTau(SpreadThompson):
+    class HoldTauModel(NoiseModel):
         def free_parameters(self):
             free = super().free_parameters()
             free[:, 1] = False
             return free
 
+    class HoldTau(SpreadThompson):
+        model_type = HoldTauModel
+
     held, full = HoldTau(population=K, spend=SPEND, seed=0), SpreadThompson(population=K,
                                                                             spend=SPEND, seed=0)
     _run_rule(held, 0, 30)
     _run_rule(full, 0, 30)
-    A, m = held.normal_matrix()[0], held._noise.moment[0]
-    theta, cov = held.fit()
+    A, m = held.model.normal_matrix()[0], held.model.spread.moment[0]
+    theta, cov = held.model.fit()
     np.testing.assert_allclose(theta[0], [m[0] / A[0, 0], 0.0], rtol=1e-12)
     np.testing.assert_array_equal(cov[0, 1], 0.0)
     np.testing.assert_array_equal(cov[0, :, 1], 0.0)
     assert cov[0, 0, 0] > 0
     draws = np.stack([held._sampled_noise()[0] for _ in range(5)])
-    coef = held.coefficients()[0]
+    coef = held.model.coefficients()[0]
     # a draw's noise is S̃²·(Σp² − 1/K) alone (τ̃² = 0), S̃² >= 0
     ratio = draws / coef[None, :, 0]
     np.testing.assert_allclose(ratio, ratio[:, :1] * np.ones_like(ratio), rtol=1e-9)
-    A_full, m_full = full.normal_matrix()[0], full._noise.moment[0]
-    np.testing.assert_allclose(full.fit()[0][0], np.linalg.solve(A_full, m_full), rtol=1e-9)
+    A_full, m_full = full.model.normal_matrix()[0], full.model.spread.moment[0]
+    np.testing.assert_allclose(full.model.fit()[0][0], np.linalg.solve(A_full, m_full), rtol=1e-9)
 
 
 def test_the_spread_fit_alone_recovers_the_parameters_from_exact_statistics():
@@ -270,15 +277,15 @@ def test_the_spread_fit_alone_recovers_the_parameters_from_exact_statistics():
 def test_spread_thompson_predicts_n1_from_the_model():
     rule = SpreadThompson(population=K, spend=SPEND, seed=0)
     _run_rule(rule, 0, 30)
-    theta = np.maximum(rule.fit()[0][0], 0.0)
-    coef = rule.coefficients()[0]
+    theta = np.maximum(rule.model.fit()[0][0], 0.0)
+    coef = rule.model.coefficients()[0]
     # Arm 1 has no within-round spread: v_1 = S²(1 − 1/K) + τ²/ω₁ with the fitted (S², τ²) and
     # ω₁ its samples (seen, or predicted from the spend line).
     omega1 = 1.0 / coef[0, 1]
     assert coef[0, 0] == pytest.approx(1.0 - 1.0 / K)
     assert rule.predicted()[0, 0] == pytest.approx(theta[0] * (1 - 1 / K) + theta[1] / omega1)
     # Every pulled arm's coefficients are its own weights' (Σp² − 1/K, Σp²/ω).
-    pulled = np.flatnonzero(rule._noise.pulls[0] > 0)
+    pulled = np.flatnonzero(rule.model.spread.pulls[0] > 0)
     for a in pulled:
         n = a + 1
         assert coef[a] == pytest.approx([1 / n - 1 / K, 1 / (n * OMEGA[a])])
@@ -367,7 +374,7 @@ def test_estimator_tell_parts_torch_matches_numpy(rule):
         np.testing.assert_allclose(ra, rb.numpy(), rtol=1e-10)
         a.next_iterate()
         b.next_iterate()
-    np.testing.assert_allclose(b.selector.fit()[0], a.selector.fit()[0], rtol=1e-9)
+    np.testing.assert_allclose(b.selector.model.fit()[0], a.selector.model.fit()[0], rtol=1e-9)
 
 
 # -- the second-order noise (several local steps) ----------------------------------------------------
@@ -399,7 +406,7 @@ def test_second_order_fit_recovers_kappa_without_discount():
     for seed in range(12):
         rule = SpreadThompson(discount=1.0, population=K, spend=SPEND, seed=seed, noise_order=2)
         _run_second_order(rule, seed, 200, tau2, kappa2)
-        fits.append(rule.fit()[0][0] / np.array([S2, tau2, kappa2]))
+        fits.append(rule.model.fit()[0][0] / np.array([S2, tau2, kappa2]))
     fits = np.array(fits)
     for j in range(3):
         _mc_check(fits[:, j], 1.0)
@@ -435,7 +442,7 @@ def test_noise_order_is_checked_and_listed():
     assert SpreadThompson(noise_order=2).get_params()["noise_order"] == 2
     rule = SpreadThompson(population=K, spend=SPEND, noise_order=2)
     _run_second_order(rule, 0, 10, 5.0, 100.0)
-    assert rule.fit()[0].shape == (1, 3)
+    assert rule.model.fit()[0].shape == (1, 3)
     assert rule.predicted().shape == (1, K)
 
 
@@ -470,7 +477,7 @@ def _one_arm_fits(rule_class, seeds, rounds=8, n=10, S2=2.0, tau2=6.0, d=40):
              + rng.standard_normal((R, n, d)) * np.sqrt(tau2 / w / d)[..., None])  # fmt: skip
         rule.tell_parts(arms, np.concatenate([g, np.zeros((R, 1, d))], axis=1),
                         np.concatenate([w, np.zeros((R, 1))], axis=1))  # a padded absent part
-    return rule.fit()[0] / np.array([S2, tau2])
+    return rule.model.fit()[0] / np.array([S2, tau2])
 
 
 def test_weighted_spread_beside_the_pair_sum_is_unbiased_and_tighter():
@@ -512,11 +519,11 @@ def test_weighted_spread_reaches_the_rule_by_every_path_alike():
         for est in (stack, stream, pairs_only):
             est.result()
             est.next_iterate()
-    fit = stack.selector.fit()[0]
-    np.testing.assert_allclose(stream.selector.fit()[0], fit, rtol=1e-9)
-    np.testing.assert_allclose(direct.fit()[0], fit, rtol=1e-9)
+    fit = stack.selector.model.fit()[0]
+    np.testing.assert_allclose(stream.selector.model.fit()[0], fit, rtol=1e-9)
+    np.testing.assert_allclose(direct.model.fit()[0], fit, rtol=1e-9)
     # ...and it changes the fit: a rule that reads the pair sum alone fits otherwise.
-    assert not np.allclose(pairs_only.selector.fit()[0], fit, rtol=1e-3)
+    assert not np.allclose(pairs_only.selector.model.fit()[0], fit, rtol=1e-3)
 
 
 def test_weighted_spread_is_refused_beside_a_private_release():

@@ -164,7 +164,7 @@ class _NoiseScale:
 
     def critical_n(self) -> np.ndarray:
         """:math:`n^*` per realization (NaN before a fit)."""
-        noise, signal = self.predicted(), self.signal()
+        noise, signal = self.predicted(), self.model.signal()
         with np.errstate(invalid="ignore", divide="ignore"):
             return noise[:, 0] / signal[:, 0]
 

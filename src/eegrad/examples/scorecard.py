@@ -130,19 +130,21 @@ class WarmupThenFixed(FixedSchedule):
 
     Parameters
     ----------
-    rule : SpreadThompson
-        The rule whose warm-up is played (its ``warmup_arms`` after ``init``); it is
-        only initialised, never told.
+    rule : ModelRule
+        The rule whose warm-up is played (its ``warmup_arms`` after ``init``: a
+        :class:`~eegrad.SpreadThompson`, :class:`~eegrad.ProgressThompson` or
+        :class:`~eegrad.BudgetThompson`); it is only initialised, never told.
     n : int
         The fixed n after the warm-up, 1 <= n <= N.
     """
 
     def __init__(self, rule: Any, n: int) -> None:
-        from ..selectors.spread import SpreadThompson
+        from ..selectors.model_rule import ModelRule
 
-        if not isinstance(rule, SpreadThompson):
+        if not isinstance(rule, ModelRule):
             raise TypeError("The 'rule' parameter of WarmupThenFixed must be a rule with a "
-                            f"warm-up (a SpreadThompson). Got {rule!r} instead.")  # fmt: skip
+                            f"warm-up (a ModelRule, such as SpreadThompson). Got {rule!r} "
+                            "instead.")  # fmt: skip
         self.n = check_integer(n, "n", "WarmupThenFixed", ge=1)
         super().__init__([self.n])  # after the rule's warm-up, which init() puts before it
         self.rule = rule

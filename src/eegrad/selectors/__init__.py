@@ -8,7 +8,10 @@ from .eegrad import EEGrad
 from .evidence import Outlook, RoundEvidence
 from .memory import MemoryRule
 from .memory_rules import MemoryKLLCB, MemoryThompson
+from .model_rule import ModelRule
+from .noise_model import NoiseModel
 from .progress import ProgressThompson
+from .progress_model import ProgressModel
 from .registry import (
     RuleInfo,
     all_rules,
@@ -33,8 +36,11 @@ __all__ = [
     "MemoryKLLCB",
     "MemoryRule",
     "MemoryThompson",
+    "ModelRule",
+    "NoiseModel",
     "OptimalArm",
     "Outlook",
+    "ProgressModel",
     "ProgressThompson",
     "ProtocolError",
     "RoundEvidence",

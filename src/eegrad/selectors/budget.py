@@ -2,7 +2,7 @@ r"""The rule of a total budget: the largest decrease of the loss per unit of cos
 
 With a total budget the clients train their own way and a round of n costs what its clients
 report plus D(n), so that rounds of more clients cost more. :class:`BudgetThompson` reads the
-fitted models of :class:`~eegrad.selectors.progress.ProgressFit` (the noise, the signal and its
+fitted models of :class:`~eegrad.selectors.progress_model.ProgressModel` (the noise, the signal and its
 level's contraction) and, before each ask, every n's expected cost and the budget left (the
 ask's :class:`~eegrad.selectors.evidence.Outlook`). How the rule was chosen, and the
 alternatives measured against it, are on the studies page (docs/guide/federated-studies.md,
@@ -12,7 +12,7 @@ alternatives measured against it, are on the studies page (docs/guide/federated-
 the arms share one per-client update: a round of n makes the same expected step whatever n is,
 and differs only in its noise :math:`v_n` and its expected cost :math:`c_n`. On a quadratic
 whose excess loss E contracts by :math:`\rho` a round (the signal level's measured contraction,
-:meth:`~eegrad.selectors.progress.ProgressFit.contraction`), the round's noise adds :math:`q_n = (1-\sqrt\rho)^2 (v_n/s)E` (a step
+:meth:`~eegrad.selectors.progress_model.ProgressModel.contraction`), the round's noise adds :math:`q_n = (1-\sqrt\rho)^2 (v_n/s)E` (a step
 that shrinks the expected update by :math:`\sqrt\rho` scales the noise alike, s the signal of
 the same round), so that :math:`E' = \rho E + q_n`. Spent at the rate of the budget, dE/dB
 = :math:`(q_n - (1-\rho)E)/c_n`; the policy that takes, at every E, the n of the steepest
@@ -42,7 +42,7 @@ rule then splits the budget left over the rounds left for the least noise in the
 the last, and is even, your FedAvg's B/h, where nothing is forgotten), and asks the plan's first
 n; it plans again each round with what the round cost and showed. :math:`\rho = (1-\hat a)^2`
 is what of a round's deviation the next keeps, fitted from the persistence of consecutive round
-means and the rounds' own noise (:meth:`~eegrad.selectors.progress.ProgressFit.kept`); the noise
+means and the rounds' own noise (:meth:`~eegrad.selectors.progress_model.ProgressModel.kept`); the noise
 of every n is the fitted one at equal weights. Until the noise is fitted (a fit whose n = 1 is
 noisier than its largest n) it plans with :math:`v_n \propto 1/n - 1/K`, and until
 :math:`\hat a` is, with :math:`\rho = 1` (the even split).
@@ -68,8 +68,10 @@ from .._validation import (
     fail,
 )
 from .evidence import Outlook
+from .model_rule import ModelRule
 from .plan import plan_rounds
-from .progress import ProgressFit
+from .progress import check_signal_degree
+from .progress_model import ProgressModel
 from .registry import register_rule
 from .spread import leading_arms
 
@@ -125,7 +127,7 @@ class BudgetAhead:
 
 
 @register_rule("budget_thompson", label="Thompson on the rate of a total budget")
-class BudgetThompson(ProgressFit):
+class BudgetThompson(ModelRule):
     r"""The largest fitted decrease of the excess loss per unit of cost, for a run with a total
     budget (:class:`~eegrad.flower.EEGradStrategy`'s default there).
 
@@ -138,16 +140,16 @@ class BudgetThompson(ProgressFit):
 
     (the module's notes, *The rate of a total budget*), with :math:`v_n` the fitted noise,
     s the smoothed signal level and :math:`\rho` its fitted contraction
-    (:class:`~eegrad.selectors.progress.ProgressFit`); the run's last round asks the most
+    (:class:`~eegrad.selectors.progress_model.ProgressModel`); the run's last round asks the most
     clients it affords (:meth:`last_round_arm`). The step scale a driver damping exploration
-    applies is the progress model's (:meth:`~eegrad.selectors.progress.ProgressFit.step_scale`):
+    applies is the progress model's (:meth:`~eegrad.selectors.progress_model.ProgressModel.step_scale`):
     once a round is paid for, its cost is spent whatever the step, and the step that makes the
     most of it is the one of most expected decrease.
 
     Parameters
     ----------
     discount, population, spend, seed, release_noise, noise_order, signal_degree, shape_discount
-        As :class:`~eegrad.selectors.progress.ProgressFit`.
+        As :class:`~eegrad.ProgressThompson`.
     last_round : bool
         End the run on the most clients its last round affords (default True;
         :meth:`last_round_arm`), for the model the run delivers. False keeps the rate's choice
@@ -167,14 +169,17 @@ class BudgetThompson(ProgressFit):
 
     #: The round's spread, signal and local steps; before an ask, every n's expected cost, the
     #: budget left and (where the run has a last round) the rounds left.
-    reads = frozenset({*ProgressFit.reads, "costs", "budget_left", "rounds_left"})
+    reads = frozenset({"spread", "signal", "local_steps", "costs", "budget_left", "rounds_left"})
+    #: The progress of a round (:class:`~eegrad.selectors.progress_model.ProgressModel`).
+    model_type = ProgressModel
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, shape_discount: float = 0.99, last_round: bool = True,
                  warmup: Any = None) -> None:  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order,
-                         signal_degree, shape_discount, warmup)  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
+        self.signal_degree, self.shape_discount = check_signal_degree(
+            signal_degree, shape_discount, "BudgetThompson")  # fmt: skip
         if not isinstance(last_round, bool | np.bool_):
             raise InvalidParameterTypeError(
                 f"The 'last_round' parameter of BudgetThompson must be a bool. Got "
@@ -188,8 +193,20 @@ class BudgetThompson(ProgressFit):
         return super()._default_warmup(N)
 
     def get_params(self) -> dict[str, Any]:
-        """:class:`~eegrad.selectors.progress.ProgressFit`'s parameters and ``last_round``."""
-        return {**super().get_params(), "last_round": self.last_round}
+        """The spread rule's parameters, ``signal_degree``, ``shape_discount`` and
+        ``last_round``."""
+        return {**super().get_params(), "signal_degree": self.signal_degree,
+                "shape_discount": self.shape_discount, "last_round": self.last_round}
+
+    def _model_options(self) -> dict[str, Any]:
+        """The signal's curve's ``signal_degree`` and ``shape_discount``."""
+        return {"signal_degree": self.signal_degree, "shape_discount": self.shape_discount}
+
+    def step_scale(self, arms: Any) -> np.ndarray:
+        """The step of most expected decrease by a round of ``arms``
+        (:meth:`ProgressModel.step_scale
+        <eegrad.selectors.progress_model.ProgressModel.step_scale>`)."""
+        return self.model.step_scale(arms)
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence, no costs or budget told."""
@@ -209,10 +226,10 @@ class BudgetThompson(ProgressFit):
 
     def plan_contraction(self) -> float:
         r""":math:`\rho = (1-\hat a)^2`, what of a round's noise each later round keeps
-        (:meth:`~eegrad.selectors.progress.ProgressFit.kept`), for the first realization; 1
+        (:meth:`~eegrad.selectors.progress_model.ProgressModel.kept`), for the first realization; 1
         until it is fitted (the even split), and at least a thousandth (a plan of all in one
         round is no plan)."""
-        keep = float(self.kept()[0])
+        keep = float(self.model.kept()[0])
         return 1.0 if not np.isfinite(keep) else max(keep * keep, 1e-3)
 
     def planned_arms(self) -> np.ndarray:
@@ -222,7 +239,7 @@ class BudgetThompson(ProgressFit):
         contraction is not yet fitted, :math:`v_n \propto 1/n - 1/K` and :math:`\rho = 1`."""
         N = self._shape[1]
         n = np.arange(1, N + 1, dtype=np.float64)
-        noise = self.noise_of(self.fit()[0], equal=True)[0]
+        noise = self.model.noise_of(self.model.fit()[0], equal=True)[0]
         if not (np.all(np.isfinite(noise)) and noise[0] > noise[-1]):  # no fit that tells n apart
             K = float(self.population) if self.population is not None else float(N)
             noise = 1.0 / n - 1.0 / max(K, float(N))
@@ -236,8 +253,8 @@ class BudgetThompson(ProgressFit):
         contraction :math:`\rho`, shape (R, 1), and what the round's noise adds relative to
         today's excess, :math:`q_n/E = (1-\sqrt\rho)^2 v_n/s`, shape (R, N), with ``noise``
         the arms' :math:`v_n` and s the smoothed signal level (NaN where unknown)."""
-        rho = self.contraction()[:, None]
-        s = np.exp(self._level.log_level)[:, None]  # the smoothed level
+        rho = self.model.contraction()[:, None]
+        s = np.exp(self.model.level.log_level)[:, None]  # the smoothed level
         with np.errstate(invalid="ignore", divide="ignore"):
             return rho, (1.0 - np.sqrt(rho)) ** 2 * (noise / s)
 
@@ -266,9 +283,10 @@ class BudgetThompson(ProgressFit):
         """The rate of every arm, shape (R, N), larger is better; until the contraction is
         known, the cheapest round with a spread (n = 2); before the costs and the budget left
         are told, the expected decrease of a round
-        (:meth:`~eegrad.selectors.progress.ProgressFit.progress`)."""
+        (:meth:`~eegrad.selectors.progress_model.ProgressModel.progress`)."""
         if not self._ahead.told():
-            return self.progress(self.signal(), noise, self.curvature())
+            m = self.model
+            return m.progress(m.signal(), noise, m.curvature())
         N = self._shape[1]
         value = self.rate_of_decrease(noise)
         known = np.all(np.isfinite(value), axis=1, keepdims=True)
@@ -283,7 +301,7 @@ class BudgetThompson(ProgressFit):
         if out:
             noise = self.predicted()
             value = self.rate_of_decrease(noise) if self._ahead.told() else self._objective(noise)
-            out.update(signal=self.signal()[0], objective=value[0])
+            out.update(signal=self.model.signal()[0], objective=value[0])
         return out
 
     def explain(self, top: int = 3) -> str | None:
@@ -295,7 +313,7 @@ class BudgetThompson(ProgressFit):
             shown = (", ".join(str(k) for k in plan) if plan.size <= 8 else
                      f"{', '.join(str(k) for k in plan[:4])}, …, "
                      f"{', '.join(str(k) for k in plan[-3:])}")  # fmt: skip
-            keep = float(self.kept()[0])
+            keep = float(self.model.kept()[0])
             why = ("what a round's noise the next keeps not yet fitted: an even split"
                    if not np.isfinite(keep) else f"each round keeps ρ = "
                    f"{self.plan_contraction():.3g} of the last one's noise")  # fmt: skip
@@ -307,7 +325,7 @@ class BudgetThompson(ProgressFit):
                     f"(n = {last + 1}), its noise stays in the final model")
         if N == 1:
             return None
-        if self._before_progress():
+        if self._warming_up():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         noise = self.predicted()
         if not self._ahead.told():
@@ -317,18 +335,21 @@ class BudgetThompson(ProgressFit):
         if not np.all(np.isfinite(value)):
             return (f"the cheapest round with a spread (n = {min(2, N)}) until the loss's "
                     "contraction is fitted")
-        rho = float(self.contraction()[0])
+        rho = float(self.model.contraction()[0])
         return (leading_arms(value, top, "fitted decrease of the loss per unit of cost")
                 + f"; the loss's fitted contraction ρ = {rho:.4g} a round")
 
     def _select(self, t: int) -> np.ndarray:
-        R, N = self._shape[:2]
+        R = self._shape[0]
         if self.rounds_bind():  # the rounds left bind: the plan's next round
             return np.full(R, int(self.planned_arms()[0]), dtype=np.int64)
         if (last := self._ending_arm()) is not None:
             # a round that can end the run, warm-up or not: its noise stays in the final model
             return np.full(R, last, dtype=np.int64)
-        if N == 1 or self._before_progress():
-            return super()._select(t)
+        return super()._select(t)
+
+    def _choose(self) -> np.ndarray:
+        """The largest rate at the fitted noise (ties: largest n)."""
+        N = self._shape[1]
         d = self._objective(self.predicted())
-        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
+        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)

@@ -1,6 +1,6 @@
 r"""The progress of a round: the fitted models a rule of progress reads, and the per-round rule.
 
-:class:`ProgressFit` fits, from each round's record, the noise of every n (the spread rule's
+:class:`~eegrad.selectors.progress_model.ProgressModel` fits, from each round's record, the noise of every n (the spread rule's
 fit), the signal of every n (the squared length of its expected update) and the curvature's
 cost of a step (the persistence of consecutive round means), and the signal level's contraction
 a round. Two rules read them, each with one objective: :class:`ProgressThompson` (here) the
@@ -57,7 +57,7 @@ the same by the model, and the choice turns on the noise's cost :math:`\Lambda_\
 the curve's chance slope. The persistence's pairs are few and alike (rounds of nearly the same
 n), so the fit may put a cost at the bound 0, which makes the noise free. As the curve's
 coefficients are shrunk towards their prior, each cost is shrunk towards the prior
-:math:`p = 1/(2x^*)` by its evidence (:meth:`~ProgressFit.curvature`),
+:math:`p = 1/(2x^*)` by its evidence (:meth:`~eegrad.selectors.progress_model.ProgressModel.curvature`),
 
 .. math::
 
@@ -76,7 +76,7 @@ towards a prior, not towards 0, where the clients report the local optimizer ste
 :func:`~eegrad.flower.budgeted_torch_train` report them as the metric ``local-steps``). To first
 order in the step size, :math:`k` local steps of size :math:`\eta` move a client by
 :math:`\eta k\, g`, so that :math:`s_n \propto \bar k_n^2`: the prior of the slope is twice the
-slope of :math:`\log \bar k_n` in the curve's regressor (:meth:`~ProgressFit.steps_prior`) — 0 where every
+slope of :math:`\log \bar k_n` in the curve's regressor (:meth:`~eegrad.selectors.progress_model.ProgressModel.steps_prior`) — 0 where every
 arm takes the same steps (FedSGD, a fixed number of full-batch epochs), positive where a larger
 share buys more mini-batch steps. The rounds move the curve off its prior as their evidence
 grows.
@@ -88,7 +88,7 @@ extrapolated a longer update to the largest shares (n = 1), which the rule then 
 rounds that went no further. Where the arms' steps span :data:`STEPS_SPAN` (twofold) or more,
 the curve's regressor is therefore the arms' log steps themselves, :math:`\log s_n = b_0 +
 b_1(\log \bar k_n - \overline{\log \bar k})`, with the prior :math:`b_1 = 2`; the arms' steps
-(:meth:`~ProgressFit.arm_steps`) are their rounds' reports, weighted by the clients, fitted non-decreasing in
+(:meth:`~eegrad.selectors.progress_model.ProgressModel.arm_steps`) are their rounds' reports, weighted by the clients, fitted non-decreasing in
 the share, interpolated between the arms told and constant beyond them. Arms of equal steps get
 equal signals; the rounds still move :math:`b_1` (momentum makes an update grow faster than its
 steps, client drift slower). Where the steps span less (a fixed number of local steps, of which
@@ -137,317 +137,36 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_array, check_integer, check_real, fail
-from .evidence import Outlook, RoundEvidence
-from .progress_fits import (
-    KeptFit,
-    LevelContraction,
-    PersistenceFit,
-    nonnegative_minima,
-    nonnegative_minimum,
-)
+from .._validation import check_integer, check_real, fail
+from .evidence import Outlook
+from .model_rule import ModelRule
+from .progress_fits import nonnegative_minima, nonnegative_minimum
+from .progress_model import ProgressModel
 from .registry import register_rule
-from .signal_curve import STEPS_SPAN, SignalCurve
-from .spread import SpreadThompson, leading_arms
+from .signal_curve import STEPS_SPAN
+from .spread import leading_arms
 
-__all__ = ["STEPS_SPAN", "ProgressFit", "ProgressThompson", "nonnegative_minima",
+__all__ = ["STEPS_SPAN", "ProgressThompson", "check_signal_degree", "nonnegative_minima",
            "nonnegative_minimum"]  # fmt: skip
 
 
-class ProgressFit(SpreadThompson):
-    r"""The fitted models of a round's progress, which the rules of progress share: the noise
-    :math:`v_n` of every n (:class:`~eegrad.SpreadThompson`'s fit from the parts' spread), the
-    signal :math:`s_n = x_n^2` (the curve in the log-spend or the clients' log local steps,
-    shrunk towards the local steps' prior), the curvature's costs
-    :math:`(\Lambda_g, \Lambda_\xi)` (the persistence of consecutive round means) and the
-    signal level's contraction :math:`\rho` a round (the module's notes). It has no objective
-    of its own: it chooses as the spread rule; :class:`ProgressThompson` and
-    :class:`~eegrad.BudgetThompson` each add one.
-
-    Each round is read from its one record (:meth:`~eegrad.Selector.tell_round`): the clients'
-    local steps (the prior of the curve, :meth:`steps_prior`), the parts' spread (the noise),
-    then the mean's squared norm and its persistence (the signal and the curvature).
-
-    Parameters
-    ----------
-    discount, population, spend, seed, release_noise, noise_order, warmup
-        As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's and the
-        persistence's evidence too.
-    signal_degree : {0, 1, 2}
-        Degree of the log-signal's curve in its regressor, the centred log-spend or, where the
-        arms' local steps span twofold or more, their centred log steps (0: the same signal for
-        every arm; 1, the default: a signal that grows or falls as a power of the share or the
-        steps; 2: with a bend).
-    shape_discount : float
-        Weight per round of age of the evidence on the signal curve's shape (the arms' relative
-        gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
-        of the clients' training that outlives the level's drift.
-    """
-
-    #: The parts' spread, the mean's signal and the clients' local steps of each round.
-    reads = frozenset({"spread", "signal", "local_steps"})
-
-    def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
-                 seed: int = 0, release_noise: Any = None, noise_order: int = 1,
-                 signal_degree: int = 1, shape_discount: float = 0.99,
-                 warmup: Any = None) -> None:  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
-        owner = type(self).__name__
-        self.shape_discount = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
-        self.signal_degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
-        if self.signal_degree > 2:
-            raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
-
-    def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters (``warmup`` where given), ``signal_degree`` and
-        ``shape_discount``."""
-        return {**super().get_params(), "signal_degree": self.signal_degree,
-                "shape_discount": self.shape_discount}  # fmt: skip
-
-    # -- lifecycle ---------------------------------------------------------------------------------
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        """Start a run: no evidence of noise, signal or persistence yet."""
-        super().init(R, N, d, truth, streams)
-        #: The signal's curve over the arms (:class:`~eegrad.selectors.signal_curve.SignalCurve`),
-        #: with the clients' reported local steps.
-        self._signal = self._new_signal_curve(R)
-        self._round_noise = None  # the last round's own estimate of its noise
-        # the last round told had fewer than two parts, and no round before it a spread
-        self._before_any_spread = False
-        self._last = None  # (x, v) of the last round told a signal
-        #: The curvature's costs from consecutive rounds, the signal level's contraction, and
-        #: what of a round's deviation the next keeps (:mod:`~eegrad.selectors.progress_fits`).
-        self._persistence = PersistenceFit(R)
-        self._level = LevelContraction(R)
-        self._kept = KeptFit(R)
-
-    def _new_signal_curve(self, R: int) -> SignalCurve:
-        """The signal's model of a run of R realizations (a study's rule may give a variant)."""
-        return SignalCurve(self._spend, R, self.signal_degree, self.discount,
-                           self.shape_discount)  # fmt: skip
-
-    # -- the round's record ------------------------------------------------------------------------
-    def _observe_round(self, ev: RoundEvidence, owner: str) -> None:
-        """The round's local steps (the prior of the signal's curve), its spread, then its
-        mean's signal, in that order — each field checked first, so that a record refused
-        leaves the rule as it was."""
-        if ev.local_steps is not None:
-            self._checked_steps(ev.local_steps, owner)
-        if ev.mean_norm2 is not None:
-            self._checked_signal(ev.mean_norm2, ev.persistence, owner)
-        if ev.local_steps is not None:
-            self._note_local_steps(ev.arms, ev.local_steps, owner)
-        super()._observe_round(ev, owner)
-        if ev.mean_norm2 is not None:
-            self._note_signal(ev.arms, ev.mean_norm2, ev.persistence, owner)
-
-    def _checked_steps(self, steps: Any, owner: str) -> np.ndarray:
-        """The round's local steps, shape (R,), checked finite and > 0."""
-        k = check_array(steps, "steps", owner, shape=(self._shape[0],))
-        if np.any(k <= 0):
-            raise fail("steps", owner, "local steps > 0", k)
-        return k
-
-    def _checked_signal(self, mean_norm2: Any, persistence: Any,
-                        owner: str) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
-        """The round's ‖ū‖² (finite, >= 0) and persistence (finite, or None), shape (R,)."""
-        R = self._shape[0]
-        y = check_array(mean_norm2, "mean_norm2", owner, shape=(R,))
-        if np.any(y < 0):
-            raise fail("mean_norm2", owner, "squared norms >= 0", y)
-        p = None if persistence is None else check_array(persistence, "persistence", owner,
-                                                          shape=(R,))  # fmt: skip
-        return y, p
-
-    def _note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
-                     owner: str) -> None:
-        r"""The last pull's mean (after its parts were told): its squared norm
-        :math:`\|\bar u_t\|^2`, shape (R,), and where the round stepped after another,
-        ``persistence`` :math:`\bar u_t \cdot \bar u_{t-1}` with the previous round's mean,
-        shape (R,) (None: not known, e.g. the first round). A round told with fewer than two
-        parts before any round has shown a spread (a driver's first round capped to one
-        client) is not taken: the noise in its ‖ū‖² is unknown, so its signal cannot be told
-        from it."""
-        if self._before_any_spread:  # nothing yet to subtract the noise with
-            self._round_noise, self._before_any_spread = None, False
-            return
-        y, p = self._checked_signal(mean_norm2, persistence, owner)
-        v = self.predicted()[self._rows, arms]
-        own = self._round_noise  # the round's own noise, from its spread (None: no spread)
-        v_round = v if own is None else np.where(np.isfinite(own), own, v)
-        self._round_noise = None
-        told = self._signal.told()
-        # Var ‖ū‖² grows as the square of its expectation, predicted before this round (a
-        # weight that read the round's own ‖ū‖² would bias the fit).
-        m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
-        q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
-        self._signal.add(arms, y - v_round, q)
-        fitted = self.signal()  # the curve after this round's fit
-        level = fitted.max(axis=1)
-        self._level.track(level, self._signal.fitted & (level > 0))
-        x = np.sqrt(fitted[self._rows, arms])
-        self._persistence.discount(self.discount)
-        if p is not None and self._last is not None:
-            self._persistence.add(*self._last, x, v, p)
-        self._last = (x, v)
-        self._kept.note(y, v_round, p, self.discount)
-
-    def _before_progress(self) -> bool:
-        """Whether the rule still chooses as the spread rule: its warm-up, or no round's
-        signal told yet (the objectives of progress need the signal's curve)."""
-        return self.rounds < len(self.warmup_arms) or not self._signal.told()
-
-    def kept(self) -> np.ndarray:
-        r""":math:`1 - \hat a`, shape (R,): what of a round's deviation from the optimum the
-        next round keeps, in [0, 1] (NaN until a few pairs of consecutive rounds are told;
-        :class:`~eegrad.selectors.progress_fits.KeptFit`). A round's noise reaches the run's
-        end h rounds later shrunk by :math:`(1-a)^{2h}`."""
-        return self._kept.kept()
-
-    def contraction(self) -> np.ndarray:
-        r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, in [0.8, 0.9999]
-        (NaN until shown; :class:`~eegrad.selectors.progress_fits.LevelContraction`)."""
-        return self._level.contraction()
-
-    def _note_local_steps(self, arms: np.ndarray, steps: Any, owner: str) -> None:
-        r"""The local steps :math:`\bar k > 0` the pending pull's clients took (their mean),
-        shape (R,), before its parts: the prior of the signal's curve (:meth:`steps_prior`).
-        A round whose clients report none is simply not told."""
-        self._signal.note_steps(arms, self._checked_steps(steps, owner))
-
-    # -- the signal's curve and its prior -----------------------------------------------------------
-    def arm_steps(self) -> np.ndarray:
-        """Every arm's local steps as the curve's steps regressor reads them, shape (R, N)
-        (:meth:`SignalCurve.arm_steps <eegrad.selectors.signal_curve.SignalCurve.arm_steps>`);
-        NaN in rows told none."""
-        return self._signal.arm_steps()
-
-    def steps_prior(self) -> np.ndarray:
-        """The prior of the log-signal curve's coefficients, shape (R, k): twice the slope of
-        the clients' log local steps in the curve's regressor (:meth:`SignalCurve.steps_prior
-        <eegrad.selectors.signal_curve.SignalCurve.steps_prior>`)."""
-        return self._signal.steps_prior()
-
-    def forget_persistence(self) -> None:
-        """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
-        next round's persistence is not paired with the last one."""
-        self._last = None
-        self._kept.forget()
-
-    def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
-                           coef: np.ndarray, line: np.ndarray,
-                           second: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
-        """The spread's statistic of a round, divided by the arm's gain² (the noise model is
-        fitted in the units of the centre of the spend's range)."""
-        scale = self._arm_scale()
-        gain2 = scale[self._rows, arms] if isinstance(scale, np.ndarray) else scale
-        theta, _ = self.fit()
-        theta = np.maximum(theta, 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # The round's own estimate of its mean's variance: its statistic times the
-            # model's ratio of the two (the gain cancels; θ's proportions carry the
-            # finite-population correction).
-            ratio = np.einsum("rk,rk->r", coef, theta) / np.einsum("rk,rk->r", x, theta)
-            self._round_noise = np.where(np.isfinite(ratio), y * ratio, np.nan)
-        self._before_any_spread = bool(self.rounds == 0 and np.all(line[:, 0] < 2.0))
-        if second is not None:
-            second = (second[0] / gain2, second[1])
-        super()._observe_statistic(arms, y / gain2, x, coef, line, second)
-
-    def _arm_scale(self) -> np.ndarray | float:
-        r""":math:`a_n^2 / a_0^2`, shape (R, N): the gain² of every arm relative to the centre of
-        the spend's range, from the signal's curve (:meth:`SignalCurve.gain2
-        <eegrad.selectors.signal_curve.SignalCurve.gain2>`) — the noise of a round scales with
-        its gain as its signal does (1 before any signal)."""
-        signal = getattr(self, "_signal", None)  # none while the spread rule's init runs
-        return 1.0 if signal is None else signal.gain2()
-
-    def signal_curve(self) -> np.ndarray:
-        """The log-signal curve's coefficients as the rule uses them, shape (R, k): the fit,
-        shrunk towards :meth:`steps_prior` by its evidence (:meth:`SignalCurve.curve
-        <eegrad.selectors.signal_curve.SignalCurve.curve>`)."""
-        return self._signal.curve()
-
-    def signal(self) -> np.ndarray:
-        """The fitted signal :math:`s_n = x_n^2` of every arm, shape (R, N) (0 before any)."""
-        return self._signal.signal()
-
-    def curvature(self) -> np.ndarray:
-        r"""(:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2): the curvature's cost of a
-        round's signal and of its noise, the persistence's least-squares fit (non-negative), or
-        the prior :math:`1/(2x^*)` each where the rounds have not shown them; where every arm
-        takes the same local steps, the fit shrunk towards that prior by its evidence
-        (:func:`~eegrad.selectors.progress_fits.shrink_to_prior`; the module's notes,
-        *The curvature's evidence*).
-        :math:`\Lambda_\xi` is at least a thousandth of the larger (ties between arms of one
-        signal go to the least noise)."""
-        return self._persistence.costs(self.curvature_prior(), self.shrinks_curvature())
-
-    def curvature_prior(self) -> np.ndarray:
-        r"""The curvature costs' prior :math:`1/(2x^*)`, shape (R,) (:math:`x^* = \max_n x_n`;
-        0 before any signal): the cost at which the longest update is the step a noiseless
-        quadratic takes."""
-        x_top = np.sqrt(self.signal().max(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(x_top > 0, 0.5 / x_top, 0.0)
-
-    def shrinks_curvature(self) -> np.ndarray:
-        """Where :meth:`curvature` shrinks the persistence's fit towards its prior, shape (R,):
-        where the clients report the same local steps at every arm (:meth:`steps_equal`)."""
-        return self.steps_equal()
-
-    def steps_equal(self) -> np.ndarray:
-        """Whether the clients have reported their local steps and every arm takes the same,
-        shape (R,) (:meth:`steps_told`, and not :meth:`steps_differ`: FedSGD, a fixed number
-        of full-batch epochs)."""
-        return self.steps_told() & ~self.steps_differ()
-
-    def steps_told(self) -> np.ndarray:
-        """Whether the clients have reported their local steps (``local_steps``), shape (R,)."""
-        return self._signal.steps.told()
-
-    def steps_differ(self) -> np.ndarray:
-        """Whether the clients' reported local steps differ between the arms, shape (R,): a
-        non-zero :meth:`steps_prior` (False where none are told, or every arm takes the same
-        steps: FedSGD, a fixed number of full-batch epochs)."""
-        return self._signal.steps_differ()
-
-    @staticmethod
-    def progress(signal: np.ndarray, noise: np.ndarray, curvature: np.ndarray) -> np.ndarray:
-        r"""The expected decrease :math:`x_n - \Lambda_g x_n^2 - \Lambda_\xi v_n` of every arm
-        (up to the positive factor :math:`\|g\|`), from signals :math:`x_n^2` and noises
-        :math:`v_n`, shape (R, N), and (:math:`\Lambda_g`, :math:`\Lambda_\xi`), shape (R, 2)
-        (one Λ, shape (R,), for both); where no arm has a signal, :math:`-v_n` (the spread
-        rule's choice)."""
-        x = np.sqrt(np.maximum(signal, 0.0))
-        lam = np.asarray(curvature, dtype=np.float64)
-        lam = np.stack([lam, lam], axis=-1) if lam.ndim == 1 else lam
-        d = x - lam[:, :1] * signal - lam[:, 1:] * noise
-        return np.where(x.max(axis=1, keepdims=True) > 0, d, -noise)
-
-    def step_scale(self, arms: Any) -> np.ndarray:
-        r"""The scale :math:`\rho^* = \min(1, x_n / (2(\Lambda_g s_n + \Lambda_\xi v_n)))` of
-        the step by a round of arm n that maximises its expected decrease
-        :math:`\rho x_n - \rho^2(\Lambda_g s_n + \Lambda_\xi v_n)` (never longer than the
-        caller's step), shape (R,): 1 where the signal dominates, shorter as the noise does; 1
-        before any signal."""
-        arms = np.asarray(arms)
-        signal, noise = self.signal(), self.predicted()
-        lam = self.curvature()
-        s = signal[self._rows, arms]
-        v = noise[self._rows, arms]
-        cost = lam[:, 0] * s + lam[:, 1] * v
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = np.sqrt(s) / (2.0 * cost)
-        return np.where(self._signal.fitted & np.isfinite(rho), np.clip(rho, 0.0, 1.0), 1.0)
+def check_signal_degree(signal_degree: Any, shape_discount: Any,
+                        owner: str) -> tuple[int, float]:  # fmt: skip
+    """A rule of progress's ``signal_degree`` (0, 1 or 2) and ``shape_discount`` (in (0, 1]),
+    checked."""
+    shape = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
+    degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
+    if degree > 2:
+        raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
+    return degree, shape
 
 
 @register_rule("progress_thompson", label="Thompson on the progress of a round")
-class ProgressThompson(ProgressFit):
+class ProgressThompson(ModelRule):
     r"""Posterior sampling of the noise, with the expected decrease of a round as the objective.
 
-    The fitted models are :class:`ProgressFit`'s (the noise, the signal, the curvature); the
-    rule pulls the n of most expected decrease
+    The rule's model is a :class:`~eegrad.selectors.progress_model.ProgressModel` (the noise,
+    the signal, the curvature: :attr:`model`); it pulls the n of most expected decrease
 
     .. math::
 
@@ -462,11 +181,21 @@ class ProgressThompson(ProgressFit):
 
     Parameters
     ----------
-    discount, population, spend, seed, release_noise, noise_order, signal_degree, shape_discount, warmup
-        As :class:`ProgressFit`.
+    discount, population, spend, seed, release_noise, noise_order, warmup
+        As :class:`~eegrad.SpreadThompson`; ``discount`` ages the signal's and the
+        persistence's evidence too.
+    signal_degree : {0, 1, 2}
+        Degree of the log-signal's curve in its regressor, the centred log-spend or, where the
+        arms' local steps span twofold or more, their centred log steps (0: the same signal for
+        every arm; 1, the default: a signal that grows or falls as a power of the share or the
+        steps; 2: with a bend).
     objective : {"decrease"}
         The rule's one objective, :math:`D_n^{(h)}`. Other values are refused, naming where
         they went: a total budget's rate is :class:`~eegrad.BudgetThompson`'s.
+    shape_discount : float
+        Weight per round of age of the evidence on the signal curve's shape (the arms' relative
+        gains), in (0, 1]; the level ages by ``discount``. Default 0.99: the shape is a property
+        of the clients' training that outlives the level's drift.
 
     Examples
     --------
@@ -478,8 +207,11 @@ class ProgressThompson(ProgressFit):
     array([19])
     """
 
-    #: The round's spread, signal and local steps; before an ask, the rounds the run has left.
-    reads = frozenset({*ProgressFit.reads, "rounds_left"})
+    #: The parts' spread, the mean's signal and the clients' local steps of each round; before
+    #: an ask, the rounds the run has left.
+    reads = frozenset({"spread", "signal", "local_steps", "rounds_left"})
+    #: The progress of a round (:class:`~eegrad.selectors.progress_model.ProgressModel`).
+    model_type = ProgressModel
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
@@ -490,13 +222,24 @@ class ProgressThompson(ProgressFit):
                      else "")  # fmt: skip
             raise fail("objective", "ProgressThompson",
                        f"'decrease', the rule's one objective{moved}", objective)  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order,
-                         signal_degree, shape_discount, warmup)  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
+        self.signal_degree, self.shape_discount = check_signal_degree(
+            signal_degree, shape_discount, "ProgressThompson")  # fmt: skip
+
+    def get_params(self) -> dict[str, Any]:
+        """The spread rule's parameters (``warmup`` where given), ``signal_degree`` and
+        ``shape_discount``."""
+        return {**super().get_params(), "signal_degree": self.signal_degree,
+                "shape_discount": self.shape_discount}  # fmt: skip
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence, no rounds left told."""
         super().init(R, N, d, truth, streams)
         self._rounds_left = None  # the rounds the run has left (the outlook; None: untold)
+
+    def _model_options(self) -> dict[str, Any]:
+        """The signal's curve's ``signal_degree`` and ``shape_discount``."""
+        return {"signal_degree": self.signal_degree, "shape_discount": self.shape_discount}
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
         """Take the rounds the run has left, the next one included (an integer >= 1): the
@@ -505,15 +248,22 @@ class ProgressThompson(ProgressFit):
         if outlook.rounds_left is not None:
             self._rounds_left = check_integer(outlook.rounds_left, "rounds", owner, ge=1)
 
+    def step_scale(self, arms: Any) -> np.ndarray:
+        """The step of most expected decrease by a round of ``arms``
+        (:meth:`ProgressModel.step_scale
+        <eegrad.selectors.progress_model.ProgressModel.step_scale>`)."""
+        return self.model.step_scale(arms)
+
     def curvature_weight(self) -> np.ndarray:
         r"""The weight of the curvature's cost in the objective (of the signal's and the noise's,
         :math:`\Lambda_g s_n + \Lambda_\xi v_n`), shape (R, 1): :math:`1/\sqrt h` where the
         rounds left h are told and the clients' reported steps differ between the arms (a
-        non-zero :meth:`steps_prior`), else 1 (the module's notes, *The run's end*)."""
+        non-zero prior of the signal's curve), else 1 (the module's notes, *The run's end*)."""
         R = self._shape[0]
         if self._rounds_left is None:
             return np.ones((R, 1))
-        return np.where(self.steps_differ(), 1.0 / np.sqrt(self._rounds_left), 1.0)[:, None]
+        return np.where(self.model.steps_differ(), 1.0 / np.sqrt(self._rounds_left),
+                        1.0)[:, None]  # fmt: skip
 
     def predicted_progress(self) -> np.ndarray:
         """The fitted expected decrease of every arm (up to a positive factor), shape (R, N):
@@ -523,7 +273,8 @@ class ProgressThompson(ProgressFit):
     # -- ask ---------------------------------------------------------------------------------------
     def _objective(self, noise: np.ndarray) -> np.ndarray:
         """:math:`D_n^{(h)}` of every arm, shape (R, N), from the arms' noise ``noise``."""
-        return self.progress(self.signal(), noise, self.curvature() * self.curvature_weight())
+        m = self.model
+        return m.progress(m.signal(), noise, m.curvature() * self.curvature_weight())
 
     def estimates(self) -> dict[str, np.ndarray]:
         r"""Besides ``variance`` (:meth:`SpreadThompson.estimates`): ``signal``, the fitted
@@ -531,7 +282,7 @@ class ProgressThompson(ProgressFit):
         :math:`D_n^{(h)}` (:meth:`predicted_progress`)."""
         out = super().estimates()
         if out:
-            out.update(signal=self.signal()[0], objective=self.predicted_progress()[0])
+            out.update(signal=self.model.signal()[0], objective=self.predicted_progress()[0])
         return out
 
     def explain(self, top: int = 3) -> str | None:
@@ -539,14 +290,13 @@ class ProgressThompson(ProgressFit):
         N = self._shape[1]
         if N == 1:
             return None
-        if self._before_progress():
+        if self._warming_up():
             return f"warm-up round {self.rounds + 1} of {len(self.warmup_arms)}"
         return leading_arms(self.predicted_progress()[0], top,
                             "a posterior draw of the expected decrease of the loss; by the fit")
 
-    def _select(self, t: int) -> np.ndarray:
+    def _choose(self) -> np.ndarray:
+        """The most expected decrease under a posterior draw of the noise (ties: largest n)."""
         N = self._shape[1]
-        if N == 1 or self._before_progress():
-            return super()._select(t)
         d = self._objective(self._sampled_noise())
-        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
+        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)

@@ -3,7 +3,7 @@ state: the clients' local steps by arm (:class:`LocalSteps`), the curvature's co
 rounds' persistence (:class:`PersistenceFit`), the signal level's contraction
 (:class:`LevelContraction`) and what of a round's deviation the next one keeps
 (:class:`KeptFit`); the signal's curve is :class:`~eegrad.selectors.signal_curve.SignalCurve`.
-:class:`~eegrad.selectors.progress.ProgressFit` holds one of each
+:class:`~eegrad.selectors.progress_model.ProgressModel` holds one of each
 (R realizations) and tells them its rounds; their models are in its module's notes and in
 each class's docstring.
 """

@@ -1,5 +1,5 @@
 r"""The signal of a round's mean, :math:`s_n = \|\mathbb E\,\bar u_n\|^2`, as one curve over the
-arms: a plain object with its own state, which :class:`~eegrad.selectors.progress.ProgressFit`
+arms: a plain object with its own state, which :class:`~eegrad.selectors.progress_model.ProgressModel`
 tells each round's estimate and reads back.
 
 The model (the progress module's notes, *What the rounds show*): :math:`s_n = \exp(\phi_n\cdot

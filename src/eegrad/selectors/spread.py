@@ -58,27 +58,12 @@ that order), which separates :math:`S^2` from :math:`\tau^2`. Then posterior sam
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 
-from .._validation import check_array, check_client_counts, check_integer, check_real, fail
-from ..spread import check_noise_order, check_population
-from .base import ProtocolError, Selector
+from .model_rule import ModelRule
 from .registry import register_rule
-from .spread_fit import SpreadFit
 
-__all__ = ["SpreadThompson"]
-
-
-def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
-    """The warm-up's numbers of clients: integers >= 1, at least one >= 2."""
-    out = check_client_counts(warmup, "warmup", owner)
-    if not out or max(out) < 2:
-        raise fail("warmup", owner, "at least one round of n >= 2 clients (a spread to fit)",
-                   list(out))  # fmt: skip
-    return out
+__all__ = ["SpreadThompson", "leading_arms"]
 
 
 def leading_arms(value: np.ndarray, top: int, what: str, *, negate: bool = False) -> str:
@@ -93,12 +78,15 @@ def leading_arms(value: np.ndarray, top: int, what: str, *, negate: bool = False
 
 
 @register_rule("spread_thompson", label="Thompson on the spread of parts")
-class SpreadThompson(Selector):
+class SpreadThompson(ModelRule):
     r"""Posterior sampling on the client-sampling model, fitted from the parts of each pull.
 
     Told each round's parts with :meth:`tell_parts` (a plain :meth:`tell` of the mean carries no
-    spread and is refused). Memory spans rounds and iterates (:meth:`next_iterate` keeps it;
-    :meth:`reset` forgets). See the module's notes for the model and what it assumes.
+    spread and is refused). Its model, :attr:`model`, is a
+    :class:`~eegrad.selectors.noise_model.NoiseModel` (the module's notes state it and what
+    it assumes); the rule is that model, the warm-up and the least noise of a posterior draw
+    (:class:`~eegrad.selectors.model_rule.ModelRule`). Memory spans rounds and iterates
+    (:meth:`next_iterate` keeps it; :meth:`reset` forgets).
 
     Parameters
     ----------
@@ -144,193 +132,6 @@ class SpreadThompson(Selector):
     array([19])
     """
 
-    uses_statistics = False
-    reads = frozenset({"spread"})
-    keeps_memory = True
-
-    def __init__(
-        self,
-        discount: float = 0.9,
-        population: int | None = None,
-        spend: Any = None,
-        seed: int = 0,
-        release_noise: Any = None,
-        noise_order: int = 1,
-        warmup: Any = None,
-    ):
-        super().__init__()
-        owner = "SpreadThompson"
-        self.noise_order = check_noise_order(noise_order, owner, "noise_order")
-        self.warmup = None if warmup is None else _check_warmup(warmup, owner)
-        self.discount = check_real(discount, "discount", owner, gt=0, le=1)
-        self.population = check_population(population, owner)
-        self.spend = None if spend is None else check_array(spend, "spend", owner, ndim=1,
-                                                              positive=True)  # fmt: skip
-        self.seed = check_integer(seed, "seed", owner, ge=0)
-        self.release_noise = None if release_noise is None else check_array(
-            release_noise, "release_noise", owner, ndim=1)  # fmt: skip
-        if self.release_noise is not None and np.any(self.release_noise < 0):
-            raise fail("release_noise", owner, "variances >= 0", self.release_noise)
-        self._own_rng = np.random.default_rng(self.seed)
-
-    def get_params(self) -> dict[str, Any]:
-        """``discount``, ``population``, ``spend``, ``seed`` (and ``release_noise`` and
-        ``noise_order`` where not their defaults)."""
-        spend = None if self.spend is None else self.spend.tolist()
-        params = {"discount": self.discount, "population": self.population, "spend": spend,
-                  "seed": self.seed}  # fmt: skip
-        if self.release_noise is not None:
-            params["release_noise"] = self.release_noise.tolist()
-        if self.noise_order != 1:
-            params["noise_order"] = self.noise_order
-        if self.warmup is not None:
-            params["warmup"] = list(self.warmup)
-        return params
-
-    # -- lifecycle -------------------------------------------------------------------------------
-    def init(self, R, N, d, truth=None, streams=None) -> None:
-        """Start a run: no evidence yet; checks population >= N and one spend per arm."""
-        owner = "SpreadThompson"
-        if self.population is not None and N > self.population:
-            raise fail("population", owner, f">= N = {N} (the most clients an arm asks)",
-                       self.population)  # fmt: skip
-        if self.spend is not None and self.spend.shape != (N,):
-            raise fail("spend", owner, f"of length N = {N}, one spend per arm",
-                       f"length {self.spend.shape[0]}")  # fmt: skip
-        if self.release_noise is not None and self.release_noise.shape != (N,):
-            raise fail("release_noise", owner, f"of length N = {N}, one variance per arm",
-                       f"length {self.release_noise.shape[0]}")  # fmt: skip
-        if self.warmup is not None:
-            check_client_counts(self.warmup, "warmup", owner, most=N)
-        super().init(R, N, d, truth, streams)
-        self.rounds = 0  # rounds told since init, across iterates
-        spend = self.spend if self.spend is not None else 1.0 / np.arange(1, N + 1)
-        self._spend = np.asarray(spend, dtype=np.float64)
-        #: The noise's fit from the rounds' spread (θ = (S², τ²) or (S², τ², κ²)).
-        self._noise = SpreadFit(R, N, self._spend, self.population, self.noise_order,
-                                self.discount)  # fmt: skip
-        #: The arms (n − 1) of the warm-up's rounds, in order.
-        self.warmup_arms = self._default_warmup(N) if self.warmup is None else \
-            [n - 1 for n in self.warmup]  # fmt: skip
-
-    def _default_warmup(self, N: int) -> list[int]:
-        """The warm-up's arms where none is given: N, 2 and ≈ √(2N), the distinct ones."""
-        warm = [N, 2, round(math.sqrt(2.0 * N))]
-        return [n - 1 for i, n in enumerate(warm) if 1 <= n <= N and n not in warm[:i]]
-
-    def next_iterate(self, truth: Any = None, streams: Any = None) -> None:
-        """A new SGD iterate: the per-iterate counts restart; the evidence is kept."""
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: next_iterate() before init(R, N, d)")
-        R, N, _ = self._shape
-        self.counts = np.zeros((R, N), np.int64)
-        self.t = 0
-        self._pending = None
-        self.truth, self.streams = truth, streams
-
-    def reset(self) -> None:
-        """Forget all evidence (same sizes)."""
-        if self._shape is None:
-            raise ProtocolError(f"{self!r}: reset() before init(R, N, d)")
-        self.init(*self._shape, truth=self.truth, streams=self.streams)
-
-    # -- tell --------------------------------------------------------------------------------------
-    def tell(self, arms: np.ndarray, gradients: np.ndarray) -> None:
-        """Refused: this rule learns from the parts of a pull (:meth:`tell_parts`)."""
-        raise ProtocolError(
-            f"{self!r} learns from the parts of each pull: call tell_parts(arms, parts, weights) "
-            "with the n updates and their samples, not tell() with their mean."
-        )
-
-    def _observe_pairs(self, arms: np.ndarray, y: np.ndarray, weights: np.ndarray,
-                       weighted_spread: np.ndarray | None = None) -> None:  # fmt: skip
-        second = weighted_spread if self.uses_weighted_spread else None
-        self._observe_statistic(arms, *self._noise.pair_round(arms, y, weights, second))
-
-    def _observe_sums(self, arms: np.ndarray, spread: np.ndarray, n: np.ndarray, W: np.ndarray,
-                      W2: np.ndarray, inverse_weight_sum: np.ndarray | None) -> None:  # fmt: skip
-        if self.noise_order == 2 and inverse_weight_sum is None:
-            raise fail("inverse_weight_sum", f"{type(self).__name__}.tell_spread_sums",
-                       "the sum Σ1/ω of the parts' inverse weights, which noise_order=2 needs "
-                       "(eegrad.flower.with_spread_sums sends it)", None)  # fmt: skip
-        self._observe_statistic(arms, *self._noise.sums_round(arms, spread, n, W, W2,
-                                                               inverse_weight_sum))  # fmt: skip
-
-    def _observe_statistic(self, arms: np.ndarray, y: np.ndarray, x: np.ndarray,
-                           coef: np.ndarray, line: np.ndarray,
-                           second: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
-        """One round's statistic y with E y = x·θ (the pair sum, or the weighted spread
-        of sums), the round's variance coefficients and its spend-line sums; ``second``, a
-        second statistic of the same round and its design (the weighted spread beside the
-        pair sum), shares the round's degrees of freedom with the first."""
-        self._advance(arms)
-        self._noise.add(arms, y, x, coef, line, second)
-        if np.all(line[:, 0] >= 2.0):  # a round that shows a spread (a driver's cap to one
-            self.rounds += 1           # part, or failures, leave the warm-up where it was)
-
-    # -- the fit -----------------------------------------------------------------------------------
-    def fit(self) -> tuple[np.ndarray, np.ndarray]:
-        r"""The fitted :math:`\hat\theta = (S^2, \tau^2)` (with ``noise_order=2``,
-        :math:`(S^2, \tau^2, \kappa^2)`; unconstrained, but 0 where :meth:`free_parameters`
-        holds one), shape (R, k), and its approximate posterior covariance, shape (R, k, k)
-        (:meth:`SpreadFit.fit <eegrad.selectors.spread_fit.SpreadFit.fit>`)."""
-        return self._noise.fit(self.free_parameters())
-
-    def free_parameters(self) -> np.ndarray:
-        r"""Which of the noise's parameters :meth:`fit` estimates, shape (R, k) bool; the
-        others are held at 0 and drawn at 0 (here every one is fitted: a hook for a variant
-        of the model, e.g. :math:`\kappa^2` held at 0 for clients that take one step)."""
-        return np.ones(self._noise.moment.shape, dtype=bool)
-
-    def normal_matrix(self) -> np.ndarray:
-        """The fit's weighted normal matrix A, ridged (the posterior's precision up to the
-        residual variance), shape (R, k, k)."""
-        return self._noise.normal_matrix()
-
-    def coefficients(self) -> np.ndarray:
-        """Each arm's (Σp² − 1/K, Σp²/ω[, Σp²/ω²]), shape (R, N, k): the mean over its pulls,
-        or the prediction with equal weights for arms never pulled."""
-        return self._noise.coefficients()
-
-    def equal_coefficients(self) -> np.ndarray:
-        """Every arm's coefficients as predicted with equal weights, shape (R, N, k), pulled
-        or not: the arms alike, for comparing them all (the weights a pull happened to have
-        aside; :func:`~eegrad.spread.equal_weight_coefficients`)."""
-        return self._noise.equal_coefficients()
-
-    def predicted(self) -> np.ndarray:
-        """The fitted variance v_n of every arm, shape (R, N) (posterior mean, θ̂ >= 0)."""
-        return self.noise_of(self.fit()[0])
-
-    def noise_of(self, theta: np.ndarray, equal: bool = False) -> np.ndarray:
-        """Every arm's variance v_n under the noise's parameters ``theta``, shape (R, k), made
-        admissible (:meth:`admissible`), shape (R, N), the release's noise added; ``equal``:
-        every arm at equal weights (:meth:`equal_coefficients`), the arms alike, where a
-        pull's own weights would make the arms pulled look noisier than the others."""
-        return self._with_release(self._arm_scale() * self._noise.variances(
-            self.admissible(theta), equal))  # fmt: skip
-
-    def admissible(self, theta: np.ndarray) -> np.ndarray:
-        """The parameters the noise is predicted from, for a fit or a posterior draw
-        ``theta``, shape (R, k): each negative component set to 0 (a variance is not
-        negative)."""
-        return np.maximum(theta, 0.0)
-
-    def _arm_scale(self) -> np.ndarray | float:
-        """A factor on every arm's modelled noise, shape (R, N) or a scalar: 1 here (a rule
-        whose arms' updates differ in gain scales them, :class:`~eegrad.ProgressThompson`)."""
-        return 1.0
-
-    def _with_release(self, v: np.ndarray) -> np.ndarray:
-        return v if self.release_noise is None else v + self.release_noise[None, :]
-
-    def estimates(self) -> dict[str, np.ndarray]:
-        """``variance``: the fitted variance v_n of arm n's mean (:meth:`predicted`), once a
-        round has been told (empty before)."""
-        if self.rounds == 0:
-            return {}
-        return {"variance": self.predicted()[0]}
-
     def explain(self, top: int = 3) -> str | None:
         """The warm-up, or the arms of least fitted variance of the mean (the rule asks the
         least of a posterior draw)."""
@@ -342,36 +143,6 @@ class SpreadThompson(Selector):
         return leading_arms(-self.predicted()[0], top, "a posterior draw of the least "
                             "variance of the mean; by the fit", negate=True)  # fmt: skip
 
-    # -- ask ---------------------------------------------------------------------------------------
-    def _select(self, t: int) -> np.ndarray:
-        R, N, _ = self._shape
-        if N == 1:
-            return np.zeros(R, dtype=np.int64)
-        if self.rounds < len(self.warmup_arms):
-            return np.full(R, self.warmup_arms[self.rounds], dtype=np.int64)
-        v = self._sampled_noise()
-        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)  # ties: largest n
-
-    def _sampled_noise(self) -> np.ndarray:
-        """Every arm's noise under one posterior draw of the model's parameters, shape (R, N)
-        (the draw's standard normals from the run's streams, or the rule's own seed)."""
-        R = self._shape[0]
-        theta, cov = self.fit()
-        k = theta.shape[-1]
-        if self.streams is None:
-            z = self._own_rng.standard_normal((R, k))
-        else:
-            z = self.streams.per_block(lambda gen, sl: gen.standard_normal((sl.stop - sl.start, k)),
-                                       np.empty((R, k)))  # fmt: skip
-        draw = self._draw(theta, cov, z)
-        free = self.free_parameters()
-        return self.noise_of(draw if free.all() else np.where(free, draw, 0.0))
-
-    @staticmethod
-    def _draw(theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """A posterior draw θ + L z of the noise's parameters (L: the Cholesky factor of
-        ``cov``; z: standard normals, shape (R, k)), before :meth:`admissible`."""
-        k = theta.shape[-1]
-        jitter = 1e-12 * np.maximum(np.trace(cov, axis1=1, axis2=2), 1e-300)
-        L = np.linalg.cholesky(cov + jitter[:, None, None] * np.eye(k))
-        return theta + np.einsum("rij,rj->ri", L, z)
+    def _choose(self) -> np.ndarray:
+        """The least noise of a posterior draw (the spread rule's objective)."""
+        return self._least_noise()
