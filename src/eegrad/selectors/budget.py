@@ -60,70 +60,16 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import (
-    InvalidParameterTypeError,
-    check_array,
-    check_integer,
-    check_real,
-    fail,
-)
+from .._validation import InvalidParameterTypeError
 from .evidence import Outlook
 from .model_rule import ModelRule
-from .plan import plan_rounds
+from .plan import BudgetAhead
 from .progress import check_signal_degree
 from .progress_model import ProgressModel
 from .registry import register_rule
 from .spread import leading_arms
 
 __all__ = ["BudgetAhead", "BudgetThompson"]
-
-
-class BudgetAhead:
-    """What a run with a total budget has ahead, as each ask's outlook tells it: every n's
-    expected cost of a round, the budget left and the rounds left (each None until told; the
-    rounds left None in a run with no last round). A value not told keeps the last told."""
-
-    def __init__(self, N: int) -> None:
-        self.N = N
-        self.costs: np.ndarray | None = None
-        self.budget_left: float | None = None
-        self.rounds_left: int | None = None
-
-    def take(self, outlook: Outlook, owner: str) -> None:
-        """Every n's expected cost :math:`c_n > 0`, shape (N,), what the run has left to spend
-        (>= 0) and the rounds it has left (>= 1), from ``outlook`` where it tells the costs."""
-        if outlook.costs is None:
-            return
-        c = check_array(outlook.costs, "costs", owner, shape=(self.N,))
-        if np.any(c <= 0):
-            raise fail("costs", owner, "costs > 0 for every arm", c)
-        self.costs = c.copy()
-        self.budget_left = None if outlook.budget_left is None else check_real(
-            outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
-        self.rounds_left = None if outlook.rounds_left is None else check_integer(
-            outlook.rounds_left, "rounds_left", owner, ge=1)  # fmt: skip
-
-    def told(self) -> bool:
-        """Whether the costs and the budget left have been told."""
-        return self.costs is not None and self.budget_left is not None
-
-    def rounds_bind(self) -> bool:
-        """Whether the rounds left, not the budget, end the run: the budget left affords more
-        than the cheapest round in each of them."""
-        if self.rounds_left is None or not self.told():
-            return False
-        return self.rounds_left * float(self.costs.min()) < self.budget_left
-
-    def last_round_arm(self) -> int | None:
-        r"""The most clients whose round's expected cost fits in the budget left B and leaves
-        less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
-        (an arm, n − 1), or None where no round can end the run so, or before the costs and
-        the budget left are told."""
-        if not self.told():
-            return None
-        c, left = self.costs, self.budget_left
-        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
-        return int(ends.max()) if ends.size else None
 
 
 @register_rule("budget_thompson", label="Thompson on the rate of a total budget")
@@ -243,10 +189,7 @@ class BudgetThompson(ModelRule):
         if not (np.all(np.isfinite(noise)) and noise[0] > noise[-1]):  # no fit that tells n apart
             K = float(self.population) if self.population is not None else float(N)
             noise = 1.0 / n - 1.0 / max(K, float(N))
-        rho = self.plan_contraction()
-        a = self._ahead
-        return plan_rounds(a.costs, np.maximum(noise, 0.0), rho, a.rounds_left,
-                           a.budget_left)  # fmt: skip
+        return self._ahead.plan(np.maximum(noise, 0.0), self.plan_contraction())
 
     def _quadratic_round(self, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""The total-budget objectives' quadratic, one round of each arm: the excess's
@@ -309,17 +252,8 @@ class BudgetThompson(ModelRule):
         cost, with the loss's fitted contraction a round."""
         N = self._shape[1]
         if self.rounds_bind():
-            plan = self.planned_arms() + 1
-            shown = (", ".join(str(k) for k in plan) if plan.size <= 8 else
-                     f"{', '.join(str(k) for k in plan[:4])}, …, "
-                     f"{', '.join(str(k) for k in plan[-3:])}")  # fmt: skip
-            keep = float(self.model.kept()[0])
-            why = ("what a round's noise the next keeps not yet fitted: an even split"
-                   if not np.isfinite(keep) else f"each round keeps ρ = "
-                   f"{self.plan_contraction():.3g} of the last one's noise")  # fmt: skip
-            return (f"the budget left, {self._ahead.budget_left:.4g}, split over the "
-                    f"{self._ahead.rounds_left} rounds left for the least noise at the end: n = "
-                    f"{shown} ({why})")
+            rho = self.plan_contraction() if np.isfinite(self.model.kept()[0]) else None
+            return self._ahead.explain_plan(self.planned_arms(), rho)
         if (last := self._ending_arm()) is not None:
             return (f"the run's last round: the most clients the budget left affords "
                     f"(n = {last + 1}), its noise stays in the final model")

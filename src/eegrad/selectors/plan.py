@@ -29,7 +29,9 @@ each round j takes :math:`\arg\min_n \rho^{h-j} v_n + \lambda c_n` (a point of t
 hull of :math:`(c_n, v_n)`), and :math:`\lambda` is the least, by bisection on its logarithm,
 whose rounds fit in the budget; the budget a hull's steps leave over goes to the latest rounds,
 one step up the hull at a time while it fits. A rule asks each round the plan's first n and
-plans again the next round, with what the round cost and showed.
+plans again the next round, with what the round cost and showed. :class:`BudgetAhead` holds
+what a run has ahead (every n's cost, the budget and the rounds left), as each ask's outlook
+tells it, and plans with them.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_array, check_integer, check_real, fail
+from .evidence import Outlook
 
-__all__ = ["plan_rounds", "planned_value"]
+__all__ = ["BudgetAhead", "plan_rounds", "planned_value"]
 
 
 def _hull(costs: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -139,3 +142,69 @@ def planned_value(arms: np.ndarray, noise: np.ndarray, rho: float) -> float:
     arms = np.asarray(arms, dtype=np.int64)
     weights = float(rho) ** np.arange(arms.size - 1, -1, -1, dtype=np.float64)
     return float(np.dot(weights, np.asarray(noise, dtype=np.float64)[arms]))
+
+
+class BudgetAhead:
+    """What a run with a total budget has ahead, as each ask's outlook tells it: every n's
+    expected cost of a round, the budget left and the rounds left (each None until told; the
+    rounds left None in a run with no last round). A value not told keeps the last told."""
+
+    def __init__(self, N: int) -> None:
+        self.N = N
+        self.costs: np.ndarray | None = None
+        self.budget_left: float | None = None
+        self.rounds_left: int | None = None
+
+    def take(self, outlook: Outlook, owner: str) -> None:
+        """Every n's expected cost :math:`c_n > 0`, shape (N,), what the run has left to spend
+        (>= 0) and the rounds it has left (>= 1), from ``outlook`` where it tells the costs."""
+        if outlook.costs is None:
+            return
+        c = check_array(outlook.costs, "costs", owner, shape=(self.N,))
+        if np.any(c <= 0):
+            raise fail("costs", owner, "costs > 0 for every arm", c)
+        self.costs = c.copy()
+        self.budget_left = None if outlook.budget_left is None else check_real(
+            outlook.budget_left, "budget_left", owner, ge=0)  # fmt: skip
+        self.rounds_left = None if outlook.rounds_left is None else check_integer(
+            outlook.rounds_left, "rounds_left", owner, ge=1)  # fmt: skip
+
+    def told(self) -> bool:
+        """Whether the costs and the budget left have been told."""
+        return self.costs is not None and self.budget_left is not None
+
+    def rounds_bind(self) -> bool:
+        """Whether the rounds left, not the budget, end the run: the budget left affords more
+        than the cheapest round in each of them."""
+        if self.rounds_left is None or not self.told():
+            return False
+        return self.rounds_left * float(self.costs.min()) < self.budget_left
+
+    def last_round_arm(self) -> int | None:
+        r"""The most clients whose round's expected cost fits in the budget left B and leaves
+        less than the cheapest round's, :math:`\max\{n : c_n \le B,\ B - c_n < \min_m c_m\}`
+        (an arm, n − 1), or None where no round can end the run so, or before the costs and
+        the budget left are told."""
+        if not self.told():
+            return None
+        c, left = self.costs, self.budget_left
+        ends = np.flatnonzero((c <= left) & (left - c < c.min()))
+        return int(ends.max()) if ends.size else None
+
+    def plan(self, noise: np.ndarray, rho: float) -> np.ndarray:
+        """The split of the budget left over the rounds left (:func:`plan_rounds`), the next
+        round first, for every n's noise ``noise``, shape (N,), and the contraction ``rho``."""
+        return plan_rounds(self.costs, noise, rho, self.rounds_left, self.budget_left)
+
+    def explain_plan(self, arms: np.ndarray, rho: float | None) -> str:
+        """The plan ``arms`` (n − 1, the next round first) in words for a run's log, with what
+        a round keeps of the last one's noise, ``rho`` (None: not yet fitted, an even
+        split)."""
+        plan = np.asarray(arms) + 1
+        shown = (", ".join(str(k) for k in plan) if plan.size <= 8 else
+                 f"{', '.join(str(k) for k in plan[:4])}, …, "
+                 f"{', '.join(str(k) for k in plan[-3:])}")  # fmt: skip
+        why = ("what a round's noise the next keeps not yet fitted: an even split"
+               if rho is None else f"each round keeps ρ = {rho:.3g} of the last one's noise")
+        return (f"the budget left, {self.budget_left:.4g}, split over the {self.rounds_left} "
+                f"rounds left for the least noise at the end: n = {shown} ({why})")
