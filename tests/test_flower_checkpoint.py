@@ -261,3 +261,33 @@ def test_a_checkpoint_of_the_earlier_layout_is_refused_with_what_to_do(tmp_path)
                                               r"it with the version that wrote it, or remove "
                                               r"it"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
+
+
+def _object_trees(tree, kind):
+    """Every object of class ``kind`` in a checkpoint's tree (its fields dicts)."""
+    if isinstance(tree, dict):
+        if tree.get("__object__", "").endswith(f".{kind}"):
+            yield tree["fields"]
+        for value in tree.values():
+            yield from _object_trees(value, kind)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _object_trees(value, kind)
+
+
+def test_a_rule_saved_without_its_model_is_refused_not_resumed_afresh(tmp_path):
+    # An earlier layout held the rule's fits as the rule's own fields, where a rule holds them
+    # in its model now. Restored into this run's rule, that state would leave the run on a
+    # model started afresh, its evidence lost: it is refused, naming the part it lacks.
+    from eegrad.checkpoint import write_checkpoint
+
+    ck = tmp_path / "run.npz"
+    _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
+    tree, arrays = read_checkpoint(ck)
+    (rule,) = _object_trees(tree, "ProgressThompson")
+    rule["_noise"] = rule.pop("model")  # the fits under another name, as an earlier layout
+    write_checkpoint(ck, tree, arrays)
+    with pytest.raises(CheckpointError, match=r"holds a ProgressThompson at .* without 'model', "
+                                              r"which this run's has: it was written by another "
+                                              r"version of eegrad"):  # fmt: skip
+        _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 6)

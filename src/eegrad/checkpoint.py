@@ -10,8 +10,11 @@ built the same way (the same classes, constructed with the same configuration): 
 where the object already has one of that shape and dtype (so that views and shared arrays stay
 shared; an array of another dtype than the object's is refused, one of another shape is taken
 as saved, for arrays that grow with a run), generators in place; an object with a ``_before_restore(fields)`` method is first
-asked to build what it makes lazily (so that it is restored in place too). Objects are created without their constructor only for eegrad's
-own classes, found by name in the package: a checkpoint never runs code it names.
+asked to build what it makes lazily (so that it is restored in place too). An object whose
+saved fields lack one the object holds (a layout another version wrote) is refused, naming it,
+rather than restored with that part as the fresh object made it. Objects are created without
+their constructor only for eegrad's own classes, found by name in the package: a checkpoint
+never runs code it names.
 
 :func:`write_checkpoint` replaces the file atomically (a temporary file, then a rename), so an
 interrupted write leaves the previous checkpoint intact; :func:`read_checkpoint` loads with
@@ -227,6 +230,13 @@ class _Restore:
         if callable(prepare):  # e.g. build the parts the fresh object makes lazily
             prepare(tree["fields"])
         current = vars(obj)
+        if obj is fresh and (lacking := [k for k in current if k not in tree["fields"]]):
+            # state the fresh object holds and the checkpoint does not: another layout (an
+            # earlier version's), whose run would go on with that part started afresh
+            raise CheckpointError(
+                f"The checkpoint holds a {name.rsplit('.', 1)[-1]} at {where} without "
+                f"{', '.join(repr(k) for k in lacking)}, which this run's has: it was written "
+                "by another version of eegrad.")  # fmt: skip
         for k, v in tree["fields"].items():
             value = self.value(v, current.get(k), f"{where}.{k}")
             object.__setattr__(obj, k, value)
