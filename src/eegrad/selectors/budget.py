@@ -64,7 +64,6 @@ from .._validation import InvalidParameterTypeError
 from .evidence import Outlook
 from .model_rule import ModelRule
 from .plan import BudgetAhead
-from .progress import check_signal_degree
 from .progress_model import ProgressModel
 from .registry import register_rule
 from .spread import leading_arms
@@ -115,7 +114,7 @@ class BudgetThompson(ModelRule):
 
     #: The round's spread, signal and local steps; before an ask, every n's expected cost, the
     #: budget left and (where the run has a last round) the rounds left.
-    reads = frozenset({"spread", "signal", "local_steps", "costs", "budget_left", "rounds_left"})
+    reads = frozenset({*ProgressModel.reads, "costs", "budget_left", "rounds_left"})
     #: The progress of a round (:class:`~eegrad.selectors.progress_model.ProgressModel`).
     model_type = ProgressModel
 
@@ -123,9 +122,8 @@ class BudgetThompson(ModelRule):
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
                  signal_degree: int = 1, shape_discount: float = 0.99, last_round: bool = True,
                  warmup: Any = None) -> None:  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
-        self.signal_degree, self.shape_discount = check_signal_degree(
-            signal_degree, shape_discount, "BudgetThompson")  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup,
+                         signal_degree=signal_degree, shape_discount=shape_discount)
         if not isinstance(last_round, bool | np.bool_):
             raise InvalidParameterTypeError(
                 f"The 'last_round' parameter of BudgetThompson must be a bool. Got "
@@ -141,18 +139,7 @@ class BudgetThompson(ModelRule):
     def get_params(self) -> dict[str, Any]:
         """The spread rule's parameters, ``signal_degree``, ``shape_discount`` and
         ``last_round``."""
-        return {**super().get_params(), "signal_degree": self.signal_degree,
-                "shape_discount": self.shape_discount, "last_round": self.last_round}
-
-    def _model_options(self) -> dict[str, Any]:
-        """The signal's curve's ``signal_degree`` and ``shape_discount``."""
-        return {"signal_degree": self.signal_degree, "shape_discount": self.shape_discount}
-
-    def step_scale(self, arms: Any) -> np.ndarray:
-        """The step of most expected decrease by a round of ``arms``
-        (:meth:`ProgressModel.step_scale
-        <eegrad.selectors.progress_model.ProgressModel.step_scale>`)."""
-        return self.model.step_scale(arms)
+        return {**super().get_params(), "last_round": self.last_round}
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence, no costs or budget told."""

@@ -44,6 +44,11 @@ class ModelRule(Selector):
     ----------
     discount, population, spend, seed, release_noise, noise_order, warmup
         As :class:`~eegrad.SpreadThompson`.
+    **model_options
+        The parameters of the rule's model beyond the noise's, by name
+        (:attr:`model_type`'s ``options``: ``signal_degree`` and ``shape_discount`` for a
+        :class:`~eegrad.selectors.progress_model.ProgressModel`), checked by the model's type
+        and kept as the rule's attributes.
 
     Attributes
     ----------
@@ -57,14 +62,14 @@ class ModelRule(Selector):
     """
 
     uses_statistics = False
-    reads = frozenset({"spread"})
+    reads = NoiseModel.reads
     keeps_memory = True
     #: The type of the rule's model: a variant of the model is a subclass of it given here.
     model_type: type[NoiseModel] = NoiseModel
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
                  seed: int = 0, release_noise: Any = None, noise_order: int = 1,
-                 warmup: Any = None) -> None:  # fmt: skip
+                 warmup: Any = None, **model_options: Any) -> None:  # fmt: skip
         super().__init__()
         owner = type(self).__name__
         self.noise_order = check_noise_order(noise_order, owner, "noise_order")
@@ -78,11 +83,15 @@ class ModelRule(Selector):
             release_noise, "release_noise", owner, ndim=1)  # fmt: skip
         if self.release_noise is not None and np.any(self.release_noise < 0):
             raise fail("release_noise", owner, "variances >= 0", self.release_noise)
+        # the model's own parameters (its ``options``), kept as the rule's attributes
+        for name, value in self.model_type.check_options(owner, **model_options).items():
+            setattr(self, name, value)
         self._own_rng = np.random.default_rng(self.seed)
 
     def get_params(self) -> dict[str, Any]:
         """``discount``, ``population``, ``spend``, ``seed`` (and ``release_noise``,
-        ``noise_order`` and ``warmup`` where not their defaults)."""
+        ``noise_order`` and ``warmup`` where not their defaults), then the model's
+        options."""
         spend = None if self.spend is None else self.spend.tolist()
         params = {"discount": self.discount, "population": self.population, "spend": spend,
                   "seed": self.seed}  # fmt: skip
@@ -92,7 +101,7 @@ class ModelRule(Selector):
             params["noise_order"] = self.noise_order
         if self.warmup is not None:
             params["warmup"] = list(self.warmup)
-        return params
+        return {**params, **self._model_options()}
 
     # -- lifecycle -------------------------------------------------------------------------------
     def init(self, R, N, d, truth=None, streams=None) -> None:
@@ -124,8 +133,9 @@ class ModelRule(Selector):
                                self.release_noise, **self._model_options())  # fmt: skip
 
     def _model_options(self) -> dict[str, Any]:
-        """The model's parameters beyond the noise's (none here)."""
-        return {}
+        """The model's parameters beyond the noise's (:attr:`NoiseModel.options
+        <eegrad.selectors.noise_model.NoiseModel.options>`), as the rule keeps them."""
+        return {name: getattr(self, name) for name in self.model_type.options}
 
     def _default_warmup(self, N: int) -> list[int]:
         """The warm-up's arms where none is given: N, 2 and ≈ √(2N), the distinct ones."""
@@ -189,6 +199,14 @@ class ModelRule(Selector):
     def predicted(self) -> np.ndarray:
         """The model's fitted variance v_n of every arm, shape (R, N)."""
         return self.model.predicted()
+
+    def step_scale(self, arms: Any) -> np.ndarray | None:
+        """The model's scale of a step by a round of ``arms`` where it has one (the progress
+        of a round's, :meth:`ProgressModel.step_scale
+        <eegrad.selectors.progress_model.ProgressModel.step_scale>`), else the default from
+        the predicted noise (:meth:`eegrad.selectors.Selector.step_scale`)."""
+        own = self.model.step_scale(arms)
+        return super().step_scale(arms) if own is None else own
 
     def estimates(self) -> dict[str, np.ndarray]:
         """``variance``: the fitted variance v_n of arm n's mean (:meth:`predicted`), once a

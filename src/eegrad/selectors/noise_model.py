@@ -11,6 +11,8 @@ signal and the curvature that the rules of progress read.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .evidence import RoundEvidence
@@ -45,6 +47,18 @@ class NoiseModel:
     spread_seen : bool
         Whether a round told has shown a spread (two parts or more in every realization).
     """
+
+    #: What of a round's record the model reads (:attr:`eegrad.selectors.Selector.reads`).
+    reads: frozenset[str] = frozenset({"spread"})
+    #: The model's parameters beyond the noise's, which a rule takes, keeps as attributes of
+    #: its own and gives the model (none here).
+    options: tuple[str, ...] = ()
+
+    @classmethod
+    def check_options(cls, owner: str, **values: Any) -> dict[str, Any]:
+        """The model's :attr:`options` as a rule ``owner`` was given them, checked (none
+        here)."""
+        return {}
 
     def __init__(self, R: int, N: int, spend: np.ndarray, population: int | None = None,
                  noise_order: int = 1, discount: float = 0.9,
@@ -147,6 +161,12 @@ class NoiseModel:
         pull's own weights would make the arms pulled look noisier than the others."""
         v = self.scale() * self.spread.variances(self.admissible(theta), equal)
         return v if self.release_noise is None else v + self.release_noise[None, :]
+
+    def step_scale(self, arms: Any) -> np.ndarray | None:
+        """The model's own scale of a step by a round of ``arms``, or None: none here (a rule
+        holding it takes the default from its predicted noise,
+        :meth:`eegrad.selectors.Selector.step_scale`)."""
+        return None
 
     def drawn(self, theta: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
         """Every arm's noise under the posterior draw θ + L z of the parameters (L: the

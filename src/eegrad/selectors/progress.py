@@ -137,7 +137,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_integer, check_real, fail
+from .._validation import check_integer, fail
 from .evidence import Outlook
 from .model_rule import ModelRule
 from .progress_fits import nonnegative_minima, nonnegative_minimum
@@ -146,19 +146,7 @@ from .registry import register_rule
 from .signal_curve import STEPS_SPAN
 from .spread import leading_arms
 
-__all__ = ["STEPS_SPAN", "ProgressThompson", "check_signal_degree", "nonnegative_minima",
-           "nonnegative_minimum"]  # fmt: skip
-
-
-def check_signal_degree(signal_degree: Any, shape_discount: Any,
-                        owner: str) -> tuple[int, float]:  # fmt: skip
-    """A rule of progress's ``signal_degree`` (0, 1 or 2) and ``shape_discount`` (in (0, 1]),
-    checked."""
-    shape = check_real(shape_discount, "shape_discount", owner, gt=0, le=1)
-    degree = check_integer(signal_degree, "signal_degree", owner, ge=0)
-    if degree > 2:
-        raise fail("signal_degree", owner, "0, 1 or 2", signal_degree)
-    return degree, shape
+__all__ = ["STEPS_SPAN", "ProgressThompson", "nonnegative_minima", "nonnegative_minimum"]
 
 
 @register_rule("progress_thompson", label="Thompson on the progress of a round")
@@ -209,7 +197,7 @@ class ProgressThompson(ModelRule):
 
     #: The parts' spread, the mean's signal and the clients' local steps of each round; before
     #: an ask, the rounds the run has left.
-    reads = frozenset({"spread", "signal", "local_steps", "rounds_left"})
+    reads = frozenset({*ProgressModel.reads, "rounds_left"})
     #: The progress of a round (:class:`~eegrad.selectors.progress_model.ProgressModel`).
     model_type = ProgressModel
 
@@ -222,24 +210,13 @@ class ProgressThompson(ModelRule):
                      else "")  # fmt: skip
             raise fail("objective", "ProgressThompson",
                        f"'decrease', the rule's one objective{moved}", objective)  # fmt: skip
-        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup)
-        self.signal_degree, self.shape_discount = check_signal_degree(
-            signal_degree, shape_discount, "ProgressThompson")  # fmt: skip
-
-    def get_params(self) -> dict[str, Any]:
-        """The spread rule's parameters (``warmup`` where given), ``signal_degree`` and
-        ``shape_discount``."""
-        return {**super().get_params(), "signal_degree": self.signal_degree,
-                "shape_discount": self.shape_discount}  # fmt: skip
+        super().__init__(discount, population, spend, seed, release_noise, noise_order, warmup,
+                         signal_degree=signal_degree, shape_discount=shape_discount)
 
     def init(self, R, N, d, truth=None, streams=None) -> None:
         """Start a run: no evidence, no rounds left told."""
         super().init(R, N, d, truth, streams)
         self._rounds_left = None  # the rounds the run has left (the outlook; None: untold)
-
-    def _model_options(self) -> dict[str, Any]:
-        """The signal's curve's ``signal_degree`` and ``shape_discount``."""
-        return {"signal_degree": self.signal_degree, "shape_discount": self.shape_discount}
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
         """Take the rounds the run has left, the next one included (an integer >= 1): the
@@ -247,12 +224,6 @@ class ProgressThompson(ModelRule):
         notes, *The run's end*). A value not told keeps the last told."""
         if outlook.rounds_left is not None:
             self._rounds_left = check_integer(outlook.rounds_left, "rounds", owner, ge=1)
-
-    def step_scale(self, arms: Any) -> np.ndarray:
-        """The step of most expected decrease by a round of ``arms``
-        (:meth:`ProgressModel.step_scale
-        <eegrad.selectors.progress_model.ProgressModel.step_scale>`)."""
-        return self.model.step_scale(arms)
 
     def curvature_weight(self) -> np.ndarray:
         r"""The weight of the curvature's cost in the objective (of the signal's and the noise's,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_array, fail
+from .._validation import check_array, check_integer, check_real, fail
 from .evidence import RoundEvidence
 from .noise_model import NoiseModel
 from .progress_fits import KeptFit, LevelContraction, PersistenceFit
@@ -46,6 +46,20 @@ class ProgressModel(NoiseModel):
     shape_discount : float
         Weight per round of age of the evidence on the curve's shape, in (0, 1].
     """
+
+    #: The parts' spread, the mean's signal and the clients' local steps of each round.
+    reads = frozenset({"spread", "signal", "local_steps"})
+    options = ("signal_degree", "shape_discount")
+
+    @classmethod
+    def check_options(cls, owner: str, **values: Any) -> dict[str, Any]:
+        """``signal_degree`` (0, 1 or 2) and ``shape_discount`` (in (0, 1]) as a rule
+        ``owner`` was given them, checked."""
+        shape = check_real(values["shape_discount"], "shape_discount", owner, gt=0, le=1)
+        degree = check_integer(values["signal_degree"], "signal_degree", owner, ge=0)
+        if degree > 2:
+            raise fail("signal_degree", owner, "0, 1 or 2", values["signal_degree"])
+        return {"signal_degree": degree, "shape_discount": shape}
 
     def __init__(self, R: int, N: int, spend: np.ndarray, population: int | None = None,
                  noise_order: int = 1, discount: float = 0.9,
