@@ -28,9 +28,7 @@ import round_mode_study
 
 def main() -> None:
     from eegrad.arms import per_client_spend
-    from eegrad.bench.models import local_train
-    from eegrad.bench.runner import federation
-    from eegrad.bench.settings import PER_SAMPLE
+    from eegrad.bench.runner import client_update, federation
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("setting")
@@ -43,23 +41,16 @@ def main() -> None:
     a = p.parse_args()
     round_mode_study._register()
     fed = federation(a.setting, a.seed)
-    B, E = fed.budget, fed.setting.epochs
-    X, y = fed.data.X, fed.data.y
     ns = [n for n in a.n if n <= fed.K]
 
     def one_round(w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """The model after one round of n clients (the clients' mean, weighted by samples)."""
-        share = float(per_client_spend(B, fed.aggregation, n))
-        models, samples = [], []
-        for pid in rng.choice(fed.K, n, replace=False):
-            idx = fed.clients[pid]
-            take = int(min(idx.size, max(1, share // (PER_SAMPLE * E))))
-            idx = np.sort(rng.choice(idx, size=take, replace=False))
-            models.append(local_train(fed.model, w, X[idx], y[idx], epochs=E, lr=a.lr,
-                                      rng=rng)[0])  # fmt: skip
-            samples.append(idx.size)
-        p_i = np.asarray(samples, dtype=np.float64)
-        return np.tensordot(p_i / p_i.sum(), np.array(models), axes=1)
+        """The model after one round of n bench clients (:func:`client_update`), each on the
+        samples its share buys: their mean, weighted by samples."""
+        share = float(per_client_spend(fed.budget, fed.aggregation, n))
+        updates = [client_update(fed, pid, w, a.lr, rng, share)
+                   for pid in rng.choice(fed.K, n, replace=False)]  # fmt: skip
+        p_i = np.array([idx.size for _, _, idx in updates], dtype=np.float64)
+        return np.tensordot(p_i / p_i.sum(), np.array([x for x, _, _ in updates]), axes=1)
 
     print(f"{a.setting}, seed {a.seed}, rate {a.lr:g}, along fixed n = {a.along}; each cell: "
           f"the loss's change in one round (± SE over {a.draws} draws), s_n, v_n\n")

@@ -41,8 +41,8 @@ from .models import BATCH, CNN1d, Model, local_train, make_model
 from .settings import PER_SAMPLE, SETTINGS, BenchSetting
 
 __all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Federation",
-           "check_method", "describe", "federation", "fixed_counts", "methods_of", "run_one",
-           "saved_run"]  # fmt: skip
+           "check_method", "client_update", "describe", "federation", "fixed_counts",
+           "methods_of", "run_one", "saved_run"]  # fmt: skip
 
 #: Columns of ``bench.csv``: one row per evaluation.
 COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wall_clock",
@@ -188,6 +188,22 @@ def check_method(method: str, setting: str, quick: bool = False) -> str:
     return method
 
 
+def client_update(fed: Federation, pid: int, w: np.ndarray, lr: float,
+                  rng: np.random.Generator,
+                  share: float | None = None) -> tuple[np.ndarray, float, np.ndarray]:  # fmt: skip
+    """One bench client's training from the model ``w``: E epochs of mini-batches at rate
+    ``lr`` on its own rows, or with B a round (``share``) on the samples its share buys, drawn
+    with ``rng``. Returns its model, its training loss and the rows it used."""
+    idx = fed.clients[pid]
+    if share is not None:  # a per-round budget: the samples its share buys
+        per_sample = PER_SAMPLE * fed.setting.epochs
+        take = int(min(idx.size, max(1, share // per_sample)))
+        idx = np.sort(rng.choice(idx, size=take, replace=False))
+    w, loss = local_train(fed.model, w, fed.data.X[idx], fed.data.y[idx],
+                          epochs=fed.setting.epochs, lr=lr, rng=rng)  # fmt: skip
+    return w, loss, idx
+
+
 def _client_app(fed: Federation, report_steps: str | None = None) -> Any:
     """The bench's ClientApp: each client trains E epochs of mini-batches (of
     :data:`~eegrad.bench.models.BATCH`) on its own rows, or with B a round on the samples b its
@@ -201,22 +217,17 @@ def _client_app(fed: Federation, report_steps: str | None = None) -> Any:
     from flwr.clientapp import ClientApp
 
     app = ClientApp()
-    X, y = fed.data.X, fed.data.y
 
     @app.train()
     def train(msg: Any, context: Any) -> Any:  # a client that trains its own way
         pid = int(context.node_config["partition-id"])
         config = msg.content["config"]
         rnd = int(config["server-round"])
-        idx = fed.clients[pid]
         w = msg.content["arrays"]["w"].numpy()
         rng = np.random.default_rng([fed.seed, pid, rnd])
+        share = float(config["budget-share"]) if "budget-share" in config else None
+        w, loss, idx = client_update(fed, pid, w, float(config["lr"]), rng, share)
         per_sample = PER_SAMPLE * fed.setting.epochs
-        if "budget-share" in config:  # a per-round budget: the samples its share buys
-            take = int(min(idx.size, max(1, float(config["budget-share"]) // per_sample)))
-            idx = np.sort(rng.choice(idx, size=take, replace=False))
-        w, loss = local_train(fed.model, w, X[idx], y[idx], epochs=fed.setting.epochs,
-                              lr=float(config["lr"]), rng=rng)  # fmt: skip
         seconds = float(idx.size * fed.setting.epochs / fed.speed[pid])
         fed.seconds.setdefault(rnd, []).append(seconds)
         metrics = {"train_loss": loss, "num-examples": int(idx.size), "seconds": seconds,
