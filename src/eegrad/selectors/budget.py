@@ -62,7 +62,7 @@ import numpy as np
 
 from .._validation import InvalidParameterTypeError
 from .evidence import Outlook
-from .model_rule import ModelRule
+from .model_rule import ModelRule, largest_best
 from .plan import BudgetAhead
 from .progress_model import ProgressModel
 from .registry import register_rule
@@ -271,6 +271,4 @@ class BudgetThompson(ModelRule):
 
     def _choose(self) -> np.ndarray:
         """The largest rate at the fitted noise (ties: largest n)."""
-        N = self._shape[1]
-        d = self._objective(self.predicted())
-        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)
+        return largest_best(self._objective(self.predicted()))

@@ -25,7 +25,14 @@ from .base import ProtocolError, Selector
 from .evidence import RoundEvidence
 from .noise_model import NoiseModel
 
-__all__ = ["ModelRule"]
+__all__ = ["ModelRule", "largest_best"]
+
+
+def largest_best(value: np.ndarray) -> np.ndarray:
+    """The arm (n − 1) of the largest ``value`` in each row, shape (R, N) → (R,); ties go to
+    the largest n (the safer mean)."""
+    N = value.shape[1]
+    return (N - 1 - np.argmax(value[:, ::-1], axis=1)).astype(np.int64)
 
 
 def _check_warmup(warmup: Any, owner: str) -> tuple[int, ...]:
@@ -233,9 +240,7 @@ class ModelRule(Selector):
 
     def _least_noise(self) -> np.ndarray:
         """The arm of least noise under a posterior draw (ties to the largest n)."""
-        N = self._shape[1]
-        v = self._sampled_noise()
-        return (N - 1 - np.argmin(v[:, ::-1], axis=1)).astype(np.int64)
+        return largest_best(-self._sampled_noise())
 
     def _choose(self) -> np.ndarray:
         """The rule's objective's choice once the warm-up is over and the model ready."""

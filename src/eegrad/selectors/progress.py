@@ -139,7 +139,7 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from .evidence import Outlook
-from .model_rule import ModelRule
+from .model_rule import ModelRule, largest_best
 from .progress_fits import nonnegative_minima, nonnegative_minimum
 from .progress_model import ProgressModel
 from .registry import register_rule
@@ -268,6 +268,4 @@ class ProgressThompson(ModelRule):
 
     def _choose(self) -> np.ndarray:
         """The most expected decrease under a posterior draw of the noise (ties: largest n)."""
-        N = self._shape[1]
-        d = self._objective(self._sampled_noise())
-        return (N - 1 - np.argmax(d[:, ::-1], axis=1)).astype(np.int64)
+        return largest_best(self._objective(self._sampled_noise()))
