@@ -41,7 +41,6 @@ def tracing(log: list[tuple[Any, ...]]) -> type[ProgressThompson]:
 
 def main() -> None:
     from eegrad.bench import runner
-    from eegrad.flower import round_loop
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("setting")
@@ -53,8 +52,7 @@ def main() -> None:
     a = p.parse_args()
     round_mode_study._register()
     log: list[tuple[Any, ...]] = []
-    round_loop.ProgressThompson = tracing(log)  # the default rule the run builds
-    rows, _ = runner.run_one(a.setting, "default", a.seed, a.lr)
+    rows, _ = runner.run_one(a.setting, "default", a.seed, a.lr, rule_class=tracing(log))
     print(f"{a.setting}, seed {a.seed}, rate {a.lr:g}: final training loss "
           f"{rows[-1]['train_loss']:.4f}, accuracy {100 * rows[-1]['test_accuracy']:.1f} %\n")
     N = len(log[0][1]) if log else 0

@@ -507,3 +507,30 @@ def test_the_hindsight_scale_is_the_geometric_mean_of_each_settings_best_over_yo
     said = "\n".join(_targets({"a": a, "b": b}))
     assert f"the best fixed n reaches {np.sqrt(0.8):.3f}" in said
     assert f"the best of every method run there {np.sqrt(0.5):.3f}" in said
+
+
+def test_a_studys_subclass_of_the_default_rule_runs_as_the_default():
+    """``run_one(..., rule_class=...)``: the default's rule of the setting's mode as a study's
+    subclass, built from the default's parameters, runs as the default does (a subclass that
+    only records what it is asked: the same arms and losses), and it is refused for methods
+    that have no default rule."""
+    from eegrad import ProgressThompson
+
+    asked = []
+
+    class Recording(ProgressThompson):
+        def _choose(self):
+            arms = super()._choose()
+            asked.append(int(arms[0]) + 1)
+            return arms
+
+    default = runner.run_one("digits-softmax-20-round", "default", 0, 1.0, quick=True)
+    study = runner.run_one("digits-softmax-20-round", "default", 0, 1.0, quick=True,
+                           rule_class=Recording)  # fmt: skip
+    assert [a["n"] for a in study[1]] == [a["n"] for a in default[1]]
+    assert [r["train_loss"] for r in study[0]] == [r["train_loss"] for r in default[0]]
+    assert asked  # the study's class made the choices after the warm-up
+    assert asked == [a["n"] for a in study[1]][-len(asked):]
+    with pytest.raises(ValueError, match="'rule_class' parameter of run_one"):
+        runner.run_one("digits-softmax-20-round", "guess", 0, 1.0, quick=True,
+                       rule_class=Recording)  # fmt: skip

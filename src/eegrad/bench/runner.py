@@ -242,7 +242,9 @@ def _client_app(fed: Federation, report_steps: str | None = None) -> Any:
     return app
 
 
-def _strategy(fed: Federation, method: str, seed: int) -> Any:
+def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -> Any:
+    """The method's strategy; ``rule_class`` (for ``default`` or ``noise-scale``) a subclass
+    of the default's rule of the setting's mode, built from the default's parameters."""
     from flwr.serverapp.strategy import FedAvg
 
     from ..flower import EEGradStrategy
@@ -280,11 +282,13 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
                                 else guess_n(fed.K)))  # fmt: skip
     elif method in ("grow", "decay"):
         selector = BudgetSchedule(phase_counts(fed.K, N, method))
-    elif method == "noise-scale":
+    elif method == "noise-scale" and rule_class is None:  # the default's fits, its objective
+        rule_class = NoiseScaleRoundRule if per_round else NoiseScaleRule
+    if rule_class is not None:
         spend = (per_client_spend(fed.budget, fed.aggregation, np.arange(1, N + 1))
                  if per_round else np.ones(N))  # fmt: skip
         rule = default_rule(fed.K, spend, per_cost=not per_round)
-        selector = (NoiseScaleRoundRule if per_round else NoiseScaleRule)(**rule.get_params())
+        selector = rule_class(**rule.get_params())
     return EEGradStrategy(aggregation=fed.aggregation, selector=selector,
                           strategy=FedAvg(fraction_evaluate=0.0),
                           rng=np.random.SeedSequence([seed, 31]), min_available_nodes=fed.K,
@@ -292,10 +296,13 @@ def _strategy(fed: Federation, method: str, seed: int) -> Any:
 
 
 def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
-            report_steps: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            report_steps: str | None = None,
+            rule_class: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
     """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round; with
-    ``report_steps`` its clients report their local steps (:func:`_client_app`; never in the
-    bench's own runs, which :func:`job` stores)."""
+    ``report_steps`` its clients report their local steps (:func:`_client_app`), and with
+    ``rule_class`` the ``default`` (or ``noise-scale``) runs that subclass of the default's
+    rule, built from the default's parameters (both for studies, never in the bench's own
+    runs, which :func:`job` stores)."""
     import logging
 
     from flwr.app import Array, ArrayRecord, ConfigRecord
@@ -306,7 +313,10 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
     fed = federation(setting, seed, quick)
     check_method(method, setting, quick)
     random.seed(seed * 1_000_003 + 1)  # ISP's FedAvg samples nodes with Python's random
-    strategy = _strategy(fed, method, seed)
+    if rule_class is not None and method not in ("default", "noise-scale"):
+        raise fail("rule_class", "run_one", "None unless method is 'default' or 'noise-scale'",
+                   rule_class)  # fmt: skip
+    strategy = _strategy(fed, method, seed, rule_class)
     s = fed.setting
     rows: list[dict[str, Any]] = []
     step = fed.budget * (fed.rounds if s.mode == "round" else 1) / EVALUATIONS
