@@ -301,13 +301,13 @@ class _FlatSignal(SignalCurve):
     """The signal's curve of a :class:`FlatCurve` model: after each fit, flat in the rows the
     model's ``flat_rows`` names, and unshrunk in those its ``unshrunk_rows`` names."""
 
-    def __init__(self, rule: FlatCurve, *args: Any) -> None:
+    def __init__(self, model: FlatCurve, *args: Any) -> None:
         super().__init__(*args)
-        self.rule = rule
+        self.model = model
 
     def fit(self) -> None:
         super().fit()
-        rows = self.rule.flat_rows()
+        rows = self.model.flat_rows()
         if not rows.any() or self.shape_beta.shape[1] == 1:
             return
         self.shape_beta[rows, 1:] = 0.0  # the shape flat, its level refitted on it
@@ -315,7 +315,7 @@ class _FlatSignal(SignalCurve):
 
     def shrunk(self) -> np.ndarray:
         curve = super().shrunk()
-        rows = self.rule.unshrunk_rows()
+        rows = self.model.unshrunk_rows()
         if rows.any():
             curve = curve.copy()
             curve[rows] = self.beta[rows]
