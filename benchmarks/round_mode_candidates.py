@@ -13,7 +13,8 @@ the seeds show), and the median n of its rounds after the warm-up::
     python benchmarks/round_mode_candidates.py --jobs 2
 
 The seeds are the bench's tuning seeds and those after them (1000–1009 by default), never its
-reported ones. About 8 minutes on 2 cores. The studies page gives the table and what it shows.
+reported ones. About 7 minutes on 2 cores at 10 seeds; the studies page's table is of 20
+(``--seeds $(seq 1000 1019)``). The studies page gives the table and what it shows.
 """
 
 from __future__ import annotations
@@ -145,6 +146,26 @@ class MeanSquare(ProgressThompson):
     model_type = MeanSquareModel
 
 
+class RobustModel(ProgressModel):
+    """A round's signal weighted by the larger of its predicted and its observed ‖ū‖²: a round
+    far above the prediction (a few clients' drift read as signal) counts as one of its size."""
+
+    def signal_weight(self, predicted: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return super().signal_weight(np.maximum(predicted, y), y)
+
+
+class Robust(ProgressThompson):
+    """``robust``: the model of :class:`RobustModel`."""
+
+    model_type = RobustModel
+
+
+class RobustRoot(RootEverywhere):
+    """``robust-sqrt``: :class:`RobustModel` with the run's-end weight everywhere."""
+
+    model_type = RobustModel
+
+
 class StepDown(ProgressThompson):
     """``step``: after the warm-up, n falls by at most half a round (the model is trusted one
     octave below the n it last measured)."""
@@ -165,7 +186,8 @@ class StepDown(ProgressThompson):
 #: The candidates, by name.
 CANDIDATES: dict[str, type[ProgressThompson] | None] = {
     "default": None, "sqrt": RootEverywhere, "kept": KeptWeight, "snr4": QuietRatio,
-    "spread-only": SpreadOnly, "mean-square": MeanSquare, "step": StepDown,
+    "spread-only": SpreadOnly, "mean-square": MeanSquare, "step": StepDown, "robust": Robust,
+    "robust-sqrt": RobustRoot,
 }  # fmt: skip
 
 

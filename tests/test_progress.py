@@ -679,3 +679,26 @@ def test_a_variant_of_the_model_is_the_model_the_rule_holds_and_fits():
     np.testing.assert_array_equal(cov_held[:, 2], 0.0)
     assert np.all(default.model.fit()[0][:, 2] != 0.0)
     assert held.get_params() == _rule(noise_order=2).get_params()
+
+
+def test_the_signal_weight_hook_weighs_every_rounds_signal_in_the_curves_fit():
+    # ProgressModel.signal_weight is what the curve's fit weighs each round's signal by: a
+    # variant that gives every round the same weight is told each round's ‖ū‖² and the
+    # prediction, and fits another curve than the default's 1/predicted² (the rounds' n, and so
+    # their expected ‖ū‖², differ: the gain grows with n's share).
+    seen = []
+
+    class Even(ProgressModel):
+        def signal_weight(self, predicted, y):
+            seen.append((predicted.copy(), y.copy()))
+            return np.ones_like(predicted)
+
+    class EvenRule(ProgressThompson):
+        model_type = Even
+
+    even, default = EvenRule(population=K, spend=SPEND), _rule()
+    for rule in (even, default):
+        _drive(rule, 0, 12, lambda n: 1.0 / np.sqrt(n))
+    assert len(seen) == 12  # every round's signal
+    assert all(np.all(p > 0) and np.all(np.isfinite(y)) for p, y in seen)
+    assert not np.allclose(even.model.curve.curve(), default.model.curve.curve())

@@ -162,10 +162,9 @@ class ProgressModel(NoiseModel):
         v_round = v if own is None else np.where(np.isfinite(own), own, v)
         self._round_noise = None
         told = self.curve.told()
-        # Var ‖ū‖² grows as the square of its expectation, predicted before this round (a
-        # weight that read the round's own ‖ū‖² would bias the fit).
+        # The round's expected ‖ū‖², predicted before it: its signal's weight (signal_weight).
         m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
-        q = 1.0 / np.maximum(m_pred * m_pred, 1e-300)
+        q = self.signal_weight(m_pred, y)
         self.curve.add(arms, y - v_round, q)
         fitted = self.signal()  # the curve after this round's fit
         level = fitted.max(axis=1)
@@ -176,6 +175,13 @@ class ProgressModel(NoiseModel):
             self.persistence.add(*self._last, x, v, p)
         self._last = (x, v)
         self.kept_fit.note(y, v_round, p, self.discount)
+
+    def signal_weight(self, predicted: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r"""The weight of a round's signal estimate in the curve's fit, shape (R,): the inverse
+        of its variance, which grows as the square of the round's expected
+        :math:`\|\bar u\|^2`, ``predicted`` before the round (a weight that read the round's
+        own :math:`\|\bar u\|^2`, ``y``, would bias the fit). A hook for a model's variant."""
+        return 1.0 / np.maximum(predicted * predicted, 1e-300)
 
     def forget_persistence(self) -> None:
         """Break the chain of consecutive rounds (a round lost, or T rounds at one model): the
