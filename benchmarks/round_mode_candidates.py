@@ -12,8 +12,14 @@ the seeds show), and the median n of its rounds after the warm-up::
 
     python benchmarks/round_mode_candidates.py --jobs 2
 
+With ``--calibration`` it runs the default alone and gives, by bands of n, each round's noise
+as its own spread measured it over the noise the default's model predicted for that n before
+the round (the mean over rounds; 1 where the model is calibrated)::
+
+    python benchmarks/round_mode_candidates.py --calibration
+
 The seeds are the bench's tuning seeds and those after them (1000–1009 by default), never its
-reported ones. About 7 minutes on 2 cores at 10 seeds; the studies page's table is of 20
+reported ones. About 9 minutes on 2 cores at 10 seeds; the studies page's table is of 20
 (``--seeds $(seq 1000 1019)``). The studies page gives the table and what it shows.
 """
 
@@ -166,6 +172,34 @@ class RobustRoot(RootEverywhere):
     model_type = RobustModel
 
 
+class SteepNoiseModel(ProgressModel):
+    """The noise scaled by the arm's gain² to the power :attr:`power` (the default's model: 1,
+    the noise grows with the share as the signal does): a few clients' drift grows faster with
+    their local work than their mean's signal."""
+
+    power = 1.5
+
+    def scale(self) -> np.ndarray | float:
+        gain2 = super().scale()
+        return gain2**self.power if isinstance(gain2, np.ndarray) else gain2
+
+
+class SteeperNoiseModel(SteepNoiseModel):
+    power = 2.0
+
+
+class SteepNoise(ProgressThompson):
+    """``steep-noise``: the model of :class:`SteepNoiseModel` (power 1.5)."""
+
+    model_type = SteepNoiseModel
+
+
+class SteeperNoise(ProgressThompson):
+    """``steeper-noise``: power 2."""
+
+    model_type = SteeperNoiseModel
+
+
 class StepDown(ProgressThompson):
     """``step``: after the warm-up, n falls by at most half a round (the model is trusted one
     octave below the n it last measured)."""
@@ -187,7 +221,7 @@ class StepDown(ProgressThompson):
 CANDIDATES: dict[str, type[ProgressThompson] | None] = {
     "default": None, "sqrt": RootEverywhere, "kept": KeptWeight, "snr4": QuietRatio,
     "spread-only": SpreadOnly, "mean-square": MeanSquare, "step": StepDown, "robust": Robust,
-    "robust-sqrt": RobustRoot,
+    "robust-sqrt": RobustRoot, "steep-noise": SteepNoise, "steeper-noise": SteeperNoise,
 }  # fmt: skip
 
 
@@ -201,6 +235,54 @@ def one(setting: str, candidate: str, seed: int) -> tuple[float, list[int]]:
     return float(rows[-1]["train_loss"]), [int(a["n"]) for a in arms]
 
 
+#: The bands of n of the calibration's table.
+BANDS = ((2, 2), (3, 4), (5, 7), (8, 14), (15, 30), (31, 60), (61, 100))
+
+
+def calibration(setting: str, seed: int) -> list[tuple[int, float, float]]:
+    """One run of the default: for every round whose spread measured its noise (after the
+    model's first fit), its n, that noise and the noise the model predicted for the arm."""
+    from eegrad.bench.runner import run_one
+
+    seen: list[tuple[int, float, float]] = []
+
+    class Logged(ProgressModel):
+        def note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
+                        owner: str) -> None:  # fmt: skip
+            own = self._round_noise
+            if own is not None and not self._before_any_spread and np.isfinite(own[0]):
+                seen.append((int(arms[0]) + 1, float(own[0]),
+                             float(self.predicted()[0, arms[0]])))  # fmt: skip
+            super().note_signal(arms, mean_norm2, persistence, owner)
+
+    round_mode_study._register()
+    run_one(setting, "default", seed, RATES[setting],
+            rule_class=type("Calibrated", (ProgressThompson,), {"model_type": Logged}))  # fmt: skip
+    return seen
+
+
+def print_calibration(settings: list[str], seeds: list[int], jobs: int) -> None:
+    """The default's noise against the rounds' own (``--calibration``)."""
+    todo = [(s, seed) for s in settings for seed in seeds]
+    with ProcessPoolExecutor(jobs, initializer=round_mode_study._register) as ex:
+        runs = list(ex.map(calibration, *zip(*todo, strict=True)))
+    print(
+        f"The default's runs, seeds {seeds[0]}–{seeds[-1]}: every round whose spread measured "
+        "its noise (after the model's first fit), its noise over the noise the model "
+        "predicted for its n before it (the mean ± its standard error; 1: calibrated).\n"
+    )
+    print("| setting | n | rounds | own noise / predicted |")
+    print("|---|---|---|---|")
+    for s in settings:
+        rows = np.array([r for (name, _), run in zip(todo, runs, strict=True) if name == s
+                         for r in run])  # fmt: skip
+        for lo, hi in BANDS:
+            ratio = [own / pred for n, own, pred in rows if lo <= n <= hi and pred > 0]
+            if len(ratio) > 1:
+                se = np.std(ratio, ddof=1) / np.sqrt(len(ratio))
+                print(f"| {s} | {lo}–{hi} | {len(ratio)} | {np.mean(ratio):.2f} ± {se:.2f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--candidates", nargs="+", default=[c for c in CANDIDATES if c != "default"],
@@ -208,9 +290,14 @@ def main() -> None:
     p.add_argument("--settings", nargs="+", default=list(RATES), choices=list(RATES))
     p.add_argument("--seeds", nargs="+", type=int, default=list(range(1000, 1010)))
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--calibration", action="store_true",
+                   help="the default's fitted noise against the rounds' own, by n")  # fmt: skip
     a = p.parse_args()
     if any(0 <= s < 1000 for s in a.seeds):
         p.error("--seeds: the bench reports seeds 0 to 999; a study uses others")
+    if a.calibration:
+        print_calibration(a.settings, a.seeds, a.jobs)
+        return
     names = ["default", *a.candidates]
     todo = [(s, c, seed) for s in a.settings for c in names for seed in a.seeds]
     with ProcessPoolExecutor(a.jobs, initializer=round_mode_study._register) as ex:
