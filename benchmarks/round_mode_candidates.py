@@ -68,10 +68,10 @@ class KeptWeight(ProgressThompson):
         R = self._shape[0]
         if self._rounds_left is None:
             return np.ones((R, 1))
-        h = self._rounds_left
-        k = np.clip(np.nan_to_num(self.model.kept(), nan=1.0), 0.0, 0.999)
+        h, kept = self._rounds_left, self.model.kept()
+        k = np.clip(np.where(np.isfinite(kept), kept, 0.0), 0.0, 0.999)
         reaches = (1.0 - k ** (2 * h)) / ((1.0 - k * k) * h)
-        return np.where(np.isfinite(self.model.kept()), reaches, 1.0)[:, None]
+        return np.where(np.isfinite(kept), reaches, 1.0)[:, None]
 
 
 class QuietRatio(ProgressThompson):
@@ -91,14 +91,9 @@ class SpreadOnlyModel(ProgressModel):
     """A round whose own spread does not measure its noise (one client) tells the curve no
     signal, once a signal has been told: its ‖ū‖² less an extrapolated noise is not one."""
 
-    def note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
-                    owner: str) -> None:  # fmt: skip
-        own = self._round_noise
-        if self.curve.told() and (own is None or not np.all(np.isfinite(own))):
-            self._round_noise, self._before_any_spread = None, False
-            self.forget_persistence()
-            return
-        super().note_signal(arms, mean_norm2, persistence, owner)
+    def takes_signal(self, own: np.ndarray | None) -> bool:
+        measured = own is not None and bool(np.all(np.isfinite(own)))
+        return super().takes_signal(own) and (measured or not self.curve.told())
 
 
 class SpreadOnly(ProgressThompson):
@@ -111,17 +106,14 @@ class MeanSquareModel(ProgressModel):
     """Every arm's noise at least its rounds' mean ‖ū‖² (discounted as the noise) less its
     fitted signal: a round's mean square bounds its noise from below, spread or none."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._weight: np.ndarray | None = None
-        self._sum: np.ndarray | None = None
+    def __init__(self, R: int, N: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(R, N, *args, **kwargs)
+        self._weight = np.zeros((R, N))  # the rounds of each arm, discounted
+        self._sum = np.zeros((R, N))  # their ‖ū‖², discounted
 
     def note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
                     owner: str) -> None:  # fmt: skip
         y = np.broadcast_to(np.asarray(mean_norm2, float), arms.shape)
-        if self._weight is None:
-            self._weight = np.zeros(self.fit_shape())
-            self._sum = np.zeros(self.fit_shape())
         self._weight *= self.discount
         self._sum *= self.discount
         if np.all(np.isfinite(y)):
@@ -129,12 +121,7 @@ class MeanSquareModel(ProgressModel):
             self._sum[self._rows, arms] += y
         super().note_signal(arms, mean_norm2, persistence, owner)
 
-    def fit_shape(self) -> tuple[int, int]:
-        return super().predicted().shape
-
-    def _floor(self) -> np.ndarray | float:
-        if self._weight is None:
-            return 0.0
+    def _floor(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(self._weight > 0, self._sum / self._weight, 0.0)
         return np.maximum(mean - self.signal(), 0.0)
@@ -206,9 +193,13 @@ class StepDown(ProgressThompson):
 
     factor = 2.0
 
+    def init(self, R, N, d, truth=None, streams=None) -> None:
+        super().init(R, N, d, truth, streams)
+        self._last_n: np.ndarray | None = None  # the n of the last choice (None: none yet)
+
     def _choose(self) -> np.ndarray:
         value = self._objective(self._sampled_noise())
-        last = getattr(self, "_last_n", None)
+        last = self._last_n
         if last is not None:
             n = np.arange(1, value.shape[1] + 1)
             value = np.where(n[None, :] >= np.ceil(last / self.factor)[:, None], value, -np.inf)
@@ -247,13 +238,11 @@ def calibration(setting: str, seed: int) -> list[tuple[int, float, float]]:
     seen: list[tuple[int, float, float]] = []
 
     class Logged(ProgressModel):
-        def note_signal(self, arms: np.ndarray, mean_norm2: Any, persistence: Any,
-                        owner: str) -> None:  # fmt: skip
-            own = self._round_noise
-            if own is not None and not self._before_any_spread and np.isfinite(own[0]):
-                seen.append((int(arms[0]) + 1, float(own[0]),
-                             float(self.predicted()[0, arms[0]])))  # fmt: skip
-            super().note_signal(arms, mean_norm2, persistence, owner)
+        def round_noise(self, arms: np.ndarray, predicted: np.ndarray,
+                        own: np.ndarray | None) -> np.ndarray:  # fmt: skip
+            if own is not None and np.isfinite(own[0]):
+                seen.append((int(arms[0]) + 1, float(own[0]), float(predicted[0])))
+            return super().round_noise(arms, predicted, own)
 
     round_mode_study._register()
     run_one(setting, "default", seed, RATES[setting],
@@ -274,8 +263,7 @@ def print_calibration(settings: list[str], seeds: list[int], jobs: int) -> None:
     print("| setting | n | rounds | own noise / predicted |")
     print("|---|---|---|---|")
     for s in settings:
-        rows = np.array([r for (name, _), run in zip(todo, runs, strict=True) if name == s
-                         for r in run])  # fmt: skip
+        rows = [r for (name, _), run in zip(todo, runs, strict=True) if name == s for r in run]
         for lo, hi in BANDS:
             ratio = [own / pred for n, own, pred in rows if lo <= n <= hi and pred > 0]
             if len(ratio) > 1:

@@ -702,3 +702,27 @@ def test_the_signal_weight_hook_weighs_every_rounds_signal_in_the_curves_fit():
     assert len(seen) == 12  # every round's signal
     assert all(np.all(p > 0) and np.all(np.isfinite(y)) for p, y in seen)
     assert not np.allclose(even.model.curve.curve(), default.model.curve.curve())
+
+
+def test_a_round_tells_its_signal_through_the_models_hooks():
+    # takes_signal decides whether a round's ‖ū‖² tells a signal, round_noise what noise is
+    # taken from it: a variant that takes none after its first signal leaves the curve as that
+    # round made it, and round_noise is handed the noise predicted for the arm played.
+    handed = []
+
+    class FirstOnly(ProgressModel):
+        def takes_signal(self, own):
+            return super().takes_signal(own) and not self.curve.told()
+
+        def round_noise(self, arms, predicted, own):
+            handed.append((predicted.copy(), self.predicted()[self._rows, arms]))
+            return super().round_noise(arms, predicted, own)
+
+    class Rule(ProgressThompson):
+        model_type = FirstOnly
+
+    rule = Rule(population=K, spend=SPEND)
+    _drive(rule, 0, 12, lambda n: 1.0 / np.sqrt(n))
+    assert rule.model.curve.arm_rounds.sum() == 1.0  # the first signal alone, undiscounted
+    assert len(handed) == 1
+    np.testing.assert_array_equal(*handed[0])

@@ -153,14 +153,14 @@ class ProgressModel(NoiseModel):
         parts before any round has shown a spread (a driver's first round capped to one
         client) is not taken: the noise in its ‖ū‖² is unknown, so its signal cannot be told
         from it."""
-        if self._before_any_spread:  # nothing yet to subtract the noise with
-            self._round_noise, self._before_any_spread = None, False
+        own, self._round_noise = self._round_noise, None  # the round's own, from its spread
+        if not self.takes_signal(own):
+            self._before_any_spread = False
+            self.forget_persistence()  # the next round pairs with none
             return
         y, p = self._checked_signal(mean_norm2, persistence, owner)
         v = self.predicted()[self._rows, arms]
-        own = self._round_noise  # the round's own noise, from its spread (None: no spread)
-        v_round = v if own is None else np.where(np.isfinite(own), own, v)
-        self._round_noise = None
+        v_round = self.round_noise(arms, v, own)
         told = self.curve.told()
         # The round's expected ‖ū‖², predicted before it: its signal's weight (signal_weight).
         m_pred = v + (self.signal()[self._rows, arms] if told else np.maximum(y - v, 0.0))
@@ -175,6 +175,20 @@ class ProgressModel(NoiseModel):
             self.persistence.add(*self._last, x, v, p)
         self._last = (x, v)
         self.kept_fit.note(y, v_round, p, self.discount)
+
+    def takes_signal(self, own: np.ndarray | None) -> bool:
+        r"""Whether the round's :math:`\|\bar u\|^2` tells a signal, given its own noise ``own``
+        (shape (R,), NaN where its spread measured none; None: no spread told): not for a round
+        of fewer than two parts before any round has shown a spread, whose noise is unknown.
+        A hook for a model's variant."""
+        return not self._before_any_spread
+
+    def round_noise(self, arms: np.ndarray, predicted: np.ndarray,
+                    own: np.ndarray | None) -> np.ndarray:  # fmt: skip
+        r"""The noise taken from the round's :math:`\|\bar u\|^2` at ``arms`` for its signal,
+        shape (R,): its own, ``own``, where its spread measured it, else the noise ``predicted``
+        for the arm before the round. A hook for a model's variant."""
+        return predicted if own is None else np.where(np.isfinite(own), own, predicted)
 
     def signal_weight(self, predicted: np.ndarray, y: np.ndarray) -> np.ndarray:
         r"""The weight of a round's signal estimate in the curve's fit, shape (R,): the inverse
