@@ -13,6 +13,10 @@ every round, its evaluations and its final model to one JSON file::
 ``--compare`` prints every run that differs beyond float tolerance (relative 1e-12) and exits
 non-zero where one does. Columns that one side has and the other lacks are listed, not failed:
 a change may add a record column on purpose.
+
+``--record-harness`` writes the fingerprint of the bench's harness for its version into
+``tests/data/bench_harness.json`` (:mod:`eegrad.bench.fingerprint`): after a change of the
+harness whose runs compared equal, or with :data:`eegrad.bench.runner.HARNESS` bumped.
 """
 
 from __future__ import annotations
@@ -152,7 +156,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path)
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    p.add_argument("--record-harness", action="store_true",
+                   help="write the bench harness's fingerprint into tests/data/bench_harness.json")
     args = p.parse_args()
+    if args.record_harness:
+        from eegrad.bench.fingerprint import recorded_harness
+
+        path = Path(__file__).resolve().parents[1] / "tests" / "data" / "bench_harness.json"
+        path.write_text(json.dumps(recorded_harness(), indent=1) + "\n")
+        print(f"wrote {path}")
+        return
     if args.compare:
         before, after = (json.loads(f.read_text()) for f in args.compare)
         sys.exit(1 if compare(before, after) else 0)

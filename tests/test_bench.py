@@ -14,9 +14,9 @@ pytest.importorskip("sklearn")  # the 'examples' extra
 
 from eegrad.bench import data as bench_data
 from eegrad.bench import runner
+from eegrad.bench.ablations import NoiseScaleRule
 from eegrad.bench.methods import (
     BudgetSchedule,
-    NoiseScaleRule,
     ema,
     guess_n,
     isp_choice,
@@ -89,9 +89,10 @@ def test_an_unknown_data_set_lists_the_known_and_a_missing_package_names_its_ext
     bench_data.load.cache_clear()
 
 
-def test_settings_are_split_in_two_halves_and_unknown_names_refused():
+def test_settings_come_in_three_groups_and_unknown_names_refused():
     assert {s.split for s in SETTINGS.values()} == set(SPLITS)
-    assert sum(s.split == "held-out" for s in SETTINGS.values()) * 2 == len(SETTINGS)
+    assert sum(s.split == "held-out" for s in SETTINGS.values()) * 2 == len(SETTINGS) - sum(
+        s.split == "fresh" for s in SETTINGS.values())
     assert max(s.K for s in SETTINGS.values()) >= 200
     assert min(s.K for s in SETTINGS.values()) == 20
     with pytest.raises(ValueError, match="names of known settings: digits-mlp-20"):
@@ -106,9 +107,10 @@ def test_guess_and_fixed_counts():
     # a total budget: the grid below the guess (a larger n cannot last your FedAvg's rounds)
     assert runner.fixed_counts(20) == [1]  # geomspace(1, 20, 7) rounded, below 2
     assert runner.fixed_counts(100, quick=True) == [1, 5]
-    # B a round: every n spends B a round, the whole grid and the guess
-    assert runner.fixed_counts(20, per_round=True) == [1, 2, 3, 4, 7, 12, 20]
-    assert runner.fixed_counts(100, quick=True, per_round=True) == [1, 5, 10, 22, 100]
+    # B a round: every n spends B a round, the whole grid but the guess (your FedAvg, once)
+    assert runner.fixed_counts(20, per_round=True) == [1, 3, 4, 7, 12, 20]
+    assert runner.fixed_counts(100, quick=True, per_round=True) == [1, 5, 22, 100]
+    assert "fedavg-10" not in runner.methods_of("diamonds-mlp-100-round")
 
 
 def test_grow_and_decay_double_at_each_quarter_of_the_budget():
@@ -207,7 +209,7 @@ def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
 
     out = tmp_path / "b"
     report = main(out, quick=True, jobs=1, seeds=2, settings=["digits-softmax-20-fixed"],
-                  quiet=True)  # fmt: skip
+                  quiet=True, table=tmp_path / "none.csv.gz")  # fmt: skip
     with open(out / "bench.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == runner.COLUMNS
@@ -216,17 +218,26 @@ def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
     assert {f"fedavg-{n}" for n in runner.fixed_counts(20, quick=True)} <= methods
     assert {r["seed"] for r in rows} == {"0", "1"}
     assert {r["split"] for r in rows} == {"development"}
+    # every method at your FedAvg's rate; the retuned table at each one's own
+    tuning = json.loads((out / "tuning.json").read_text())
+    yours = tuning["your_rate"]["digits-softmax-20-fixed"]
+    assert tuning["rates"]["digits-softmax-20-fixed"]["guess"] == yours
+    assert set(tuning["rates"]["digits-softmax-20-fixed"]) == {"guess", "default", "grow",
+                                                               "decay", "isp", "bara"}
+    saved = {p.name for p in (out / "runs" / "digits-softmax-20-fixed").glob("*seed0.csv")}
+    assert all(f"{m}-lr{yours:g}-seed0.csv" in saved for m in methods)
     text = report.read_text()
-    for heading in ("## Targets", "Final training loss", "Test accuracy", "Cost to reach",
-                    "wall clock", "Tuned learning rates", "bench.png"):  # fmt: skip
+    for heading in ("## Targets", "## At your FedAvg's rate: over each group",
+                    "## What a user who retunes would see", "Final training loss",
+                    "Test accuracy", "wall clock", "Tuned learning rates", "bench.png"):  # fmt: skip
         assert heading in text
+    assert "Held-out (seen) settings" not in text  # no table of a group not run
     assert (out / "bench.png").exists()
-    assert json.loads((out / "tuning.json").read_text())
 
     # a rerun takes every saved run; a run whose description was changed is run again
     saved = min((out / "runs").rglob("default-*seed1.run"))
     meta = json.loads(saved.read_text())
-    saved.write_text(json.dumps({**meta, "revision": -1}))
+    saved.write_text(json.dumps({**meta, "harness": -1}))
     ran = []
     real = runner.run_one
 
@@ -235,10 +246,138 @@ def test_quick_end_to_end_resumes_from_its_saved_runs(tmp_path, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(runner, "run_one", counting)
-    main(out, quick=True, jobs=1, seeds=2, settings=["digits-softmax-20-fixed"], quiet=True)
+    main(out, quick=True, jobs=1, seeds=2, settings=["digits-softmax-20-fixed"], quiet=True,
+         table=tmp_path / "none.csv.gz")  # fmt: skip
     assert ran == [("digits-softmax-20-fixed", "default", 1)]
     with open(out / "bench.csv") as fh:
         assert len(list(csv.DictReader(fh))) == len(rows)
+
+
+def test_a_changed_rule_reruns_and_every_baseline_comes_from_the_table(tmp_path, monkeypatch):
+    """From a fresh folder and the table a first bench wrote: with the default's code changed
+    (its fingerprint), ``--rule-only`` runs the default and its ablation alone, every baseline
+    (your FedAvg's tuning included) taken from the table with the same numbers; a baseline
+    missing from the table is refused by name."""
+    from eegrad.bench import main
+    from eegrad.bench.tuning import BaselineNotInTable
+
+    first = tmp_path / "first"
+    main(first, quick=True, jobs=1, seeds=1, settings=["digits-softmax-20-fixed"], quiet=True,
+         table=tmp_path / "none.csv.gz")  # fmt: skip
+    table = first / "bench-runs.csv.gz"
+    assert table.exists()
+    assert table.stat().st_size < 200_000
+    real = runner.method_code
+
+    def changed(method, mode="total"):
+        return "changed" if method in runner.RULE_METHODS else real(method, mode)
+
+    monkeypatch.setattr(runner, "method_code", changed)
+    ran = []
+    run_one = runner.run_one
+
+    def counting(*args, **kw):
+        ran.append(args[1])
+        return run_one(*args, **kw)
+
+    monkeypatch.setattr(runner, "run_one", counting)
+    second = tmp_path / "second"
+    main(second, quick=True, jobs=1, seeds=1, settings=["digits-softmax-20-fixed"], quiet=True,
+         rule_only=True, table=table)  # fmt: skip
+    assert set(ran) == {"default", "noise-scale"}
+    took = json.loads((second / "tuning.json").read_text())["took"]
+    assert took["runs"]["table"] > 0
+    assert took["runs"]["run"] == len(ran)
+    with open(first / "bench.csv") as fh, open(second / "bench.csv") as gh:
+        a = [r for r in csv.DictReader(fh) if r["method"] not in runner.RULE_METHODS]
+        b = [r for r in csv.DictReader(gh) if r["method"] not in runner.RULE_METHODS]
+    assert a == b  # the baselines' rows, digit for digit
+    with pytest.raises(BaselineNotInTable, match="digits-softmax-20-fixed guess"):
+        main(tmp_path / "third", quick=True, jobs=1, seeds=1, rule_only=True, quiet=True,
+             settings=["digits-softmax-20-fixed"], table=tmp_path / "none.csv.gz")  # fmt: skip
+
+
+def test_the_table_reads_back_every_run_as_written(tmp_path):
+    """A run written to the table of baseline runs reads back the same: every row's values
+    (floats as Python writes them, so equal) and its arms; a damaged line is left out."""
+    import gzip
+
+    from eegrad.bench.store import read_table, write_table
+
+    rows, arms = runner.run_one("digits-softmax-20-fixed", "fedavg-1", 0, 0.3, quick=True)
+    path = write_table(tmp_path / "t.csv.gz", [("k1", 0.3, rows, arms)])
+    back = read_table(path)["k1"]
+    assert back == (rows, arms)
+    text = gzip.decompress(path.read_bytes()).decode().replace("k1,", "k2,", 1)
+    lines = text.splitlines()
+    lines.append(lines[1].replace(lines[1].split(",")[0], "k3").rsplit(",", 2)[0] + ",x,1")
+    (tmp_path / "u.csv.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    assert set(read_table(tmp_path / "u.csv.gz")) == {"k2"}
+
+
+def test_a_registered_setting_runs_in_the_workers_of_jobs_2(tmp_path):
+    """A setting of one's own, registered in this process (or read from a settings file),
+    runs with ``--jobs 2``: each worker is handed the setting itself."""
+    from dataclasses import replace
+
+    from eegrad.bench import main
+    from eegrad.bench.settings import read_settings_file
+
+    own = replace(SETTINGS["digits-softmax-20-fixed"], name="my-digits", K=10)
+    path = tmp_path / "mine.toml"
+    fields = {k: getattr(own, k) for k in own.__dataclass_fields__}
+    path.write_text("[[setting]]\n" + "\n".join(
+        f"{k} = {json.dumps(v)}" for k, v in fields.items()) + "\n")
+    try:
+        assert read_settings_file(str(path)) == ["my-digits"]
+        main(tmp_path / "b", quick=True, jobs=2, seeds=1, settings=["my-digits"], quiet=True,
+             table=tmp_path / "none.csv.gz")  # fmt: skip
+        with open(tmp_path / "b" / "bench.csv") as fh:
+            assert {r["setting"] for r in csv.DictReader(fh)} == {"my-digits"}
+    finally:
+        SETTINGS.pop("my-digits", None)
+    path.write_text("[[setting]]\nname = 'x'\nsplt = 'development'\n")
+    with pytest.raises(ValueError, match="'splt' parameter of eegrad bench --settings-file"):
+        read_settings_file(str(path))
+
+
+def test_a_method_is_keyed_by_its_own_code_and_a_fixed_n_never_by_the_rules():
+    """A fixed n's code is FixedArm's closure, which holds none of the default's modules (a
+    rule change never reruns it); the default's holds its models and fits; every fixed n
+    shares one fingerprint, and the key changes with the seed, the rate and the harness."""
+    from eegrad.bench.fingerprint import method_modules
+
+    fixed = method_modules(runner.method_roots("fedavg-n")[0])
+    default = method_modules(runner.method_roots("default")[0])
+    schedules = method_modules(runner.method_roots("isp")[0])
+    assert "eegrad.selectors.baselines" in fixed
+    assert "eegrad.selectors.budget" not in fixed
+    assert "eegrad.selectors.budget" not in schedules
+    assert {"eegrad.selectors.budget", "eegrad.selectors.plan",
+            "eegrad.selectors.progress_model"} <= set(default)  # fmt: skip
+    assert not any(m.startswith("eegrad.flower") for m in fixed + default + schedules)
+    assert runner.method_code("fedavg-1") == runner.method_code("fedavg-5") == \
+        runner.method_code("guess")  # fmt: skip
+    assert runner.method_code("default") != runner.method_code("guess")
+    key = runner.run_key("digits-mlp-20", "guess", 0, 0.1, False)
+    assert key != runner.run_key("digits-mlp-20", "guess", 1, 0.1, False)
+    assert key != runner.run_key("digits-mlp-20", "guess", 0, 0.3, False)
+
+
+def test_the_harness_fingerprint_is_the_one_recorded_for_its_version():
+    """The harness's code (the Flower strategy, the bench's data, models and clients) keys
+    every run by a declared version, :data:`~eegrad.bench.runner.HARNESS`. Editing it fails
+    this test until the version is bumped (what a run computes changed: every run reruns) or
+    the new fingerprint is recorded for the same version (it did not: benchmarks/equal_runs.py
+    --compare shows the runs equal): ``python benchmarks/equal_runs.py --record-harness``."""
+    from pathlib import Path
+
+    from eegrad.bench.fingerprint import recorded_harness
+
+    recorded = json.loads((Path(__file__).parent / "data" / "bench_harness.json").read_text())
+    assert recorded == recorded_harness(), (
+        "The bench's harness changed: bump eegrad.bench.runner.HARNESS if what a run computes "
+        "changed, then record its fingerprint (python benchmarks/equal_runs.py --record-harness).")
 
 
 def test_eegrad_bench_refuses_an_unknown_setting_naming_the_known(capsys, tmp_path):
@@ -333,7 +472,7 @@ def test_a_quick_per_round_setting_runs_its_quick_rounds():
     s = SETTINGS["digits-softmax-20-round"]
     assert runner.federation(s.name, seed=0, quick=True).rounds == s.quick_rounds_at_guess
     assert runner.federation(s.name, seed=0).rounds == s.rounds_at_guess
-    _, arms = runner.run_one(s.name, "fedavg-2", 0, 0.3, quick=True)
+    _, arms = runner.run_one(s.name, "guess", 0, 0.3, quick=True)
     assert len(arms) == s.quick_rounds_at_guess
 
 
@@ -436,18 +575,44 @@ def test_the_character_model_learns_a_client_and_holds_the_flat_interface():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_a_diverging_rate_is_a_run_of_infinite_loss_which_tuning_never_picks(tmp_path):
     """A learning rate whose updates overflow ends the run, not the bench (it stopped a whole
-    bench): the run is one row of infinite loss, saved and read back as such, and tuning picks
-    a rate that did not diverge."""
-    from eegrad.bench import _tune
+    bench): the run is one row of infinite loss, saved and read back as such, and is not
+    admissible; nor is a rate whose run ends above its initial loss."""
+    from eegrad.bench.tuning import admissible
 
     rows, arms = runner.job(str(tmp_path), "digits-mlp-20", "guess", 0, 1e6, True)
     assert rows[-1]["train_loss"] == np.inf
     assert arms == []
     again, _ = runner.job(str(tmp_path), "digits-mlp-20", "guess", 0, 1e6, True)  # from the store
     assert again[-1]["train_loss"] == np.inf
-    fine = runner.job(None, "digits-mlp-20", "guess", 0, 0.1, True)
-    todo = [("digits-mlp-20", "guess", 0, 1e6, True), ("digits-mlp-20", "guess", 0, 0.1, True)]
-    assert _tune([(rows, arms), fine], todo) == {"digits-mlp-20": {"guess": 0.1}}
+    fine, _ = runner.job(None, "digits-mlp-20", "guess", 0, 0.1, True)
+    assert not admissible([rows])
+    assert admissible([fine])
+    risen = [dict(fine[0]), {**fine[-1], "train_loss": fine[0]["train_loss"] * 1.01}]
+    assert not admissible([fine, risen])
+
+
+def test_tuning_skips_a_rate_whose_runs_rise_and_extends_its_grid_downwards(tmp_path, monkeypatch):
+    """Rates whose runs end above the initial loss are never chosen, even where their final
+    loss is the least: a grid of such rates (the MLP's 0.03, 0.1, 0.3) grows downwards by its
+    ratio, 10/3, until one is admissible (0.009), and one past it (0.0027, worse)."""
+    from eegrad.bench import tuning
+
+    def fake(store, setting, method, seed, lr, quick, report_steps=None):
+        # a loss that falls for lr <= 0.01 and rises above it, yet ends lower
+        final = 0.5 - lr if lr <= 0.0101 else 0.1
+        first = 1.0 if lr <= 0.0101 else 0.05
+        row = {"train_loss": first, "round": 0}
+        return [row, {"train_loss": final, "round": 1}], []
+
+    monkeypatch.setattr(tuning, "job", fake)
+    runs = tuning.Runs(tmp_path, {})
+    rates, report = tuning.tune({"digits-mlp-20": ["guess"]}, True, runs)
+    assert rates == {"digits-mlp-20": {"guess": 0.009}}
+    entry = report["digits-mlp-20 guess"]
+    assert entry["grid"] == [0.0027, 0.009, 0.03, 0.1, 0.3]
+    assert entry["admissible"] == ["0.0027", "0.009"]
+    assert not entry["none_admissible"]
+    assert not entry["at_edge"]
 
 
 def test_gp_ucb_picks_the_peak_of_a_smooth_reward_once_it_is_seen():
@@ -481,8 +646,8 @@ def test_a_study_registers_its_own_setting_and_its_clients_never_reach_the_store
     finally:
         SETTINGS.pop(study.name, None)
     with pytest.raises(ValueError, match="'report_steps' parameter of job"):
-        runner.job(str(tmp_path), base.name, "fedavg-2", 0, 0.3, True, "steps")
-    rows, _ = runner.job(None, base.name, "fedavg-2", 0, 0.3, True, "steps")
+        runner.job(str(tmp_path), base.name, "fedavg-3", 0, 0.3, True, "steps")
+    rows, _ = runner.job(None, base.name, "fedavg-3", 0, 0.3, True, "steps")
     assert not any(tmp_path.iterdir())
     assert np.isfinite(rows[-1]["train_loss"])
 
@@ -491,11 +656,11 @@ def test_the_hindsight_scale_is_the_geometric_mean_of_each_settings_best_over_yo
     """Two settings by hand: the best fixed n's mean loss over your FedAvg's (0.8, then your
     FedAvg itself, 1.0) and the lowest of every method there (0.5 from a rival, then 1.0):
     geometric means √0.8 and √0.5; the report's held-out target line says both."""
-    from eegrad.bench.report import _targets, hindsight
+    from eegrad.bench.report import _targets_text, hindsight
 
     def finals(**means):
-        return {m: {"loss": np.array([v, v]), "accuracy": np.array([0.5, 0.5])}
-                for m, v in means.items()}  # fmt: skip
+        return {m: {"loss": np.array([v, v]), "accuracy": np.array([0.5, 0.5]),
+                    "worst": np.array([2 * v, 2 * v])} for m, v in means.items()}  # fmt: skip
 
     a = {"split": "held-out", "best": "fedavg-4", "median": "guess",
          "finals": finals(guess=2.0, **{"fedavg-4": 1.6}, default=1.9, isp=1.0)}
@@ -504,9 +669,10 @@ def test_the_hindsight_scale_is_the_geometric_mean_of_each_settings_best_over_yo
     best, oracle = hindsight([a, b])
     assert best == pytest.approx(np.sqrt(0.8), rel=1e-12)
     assert oracle == pytest.approx(np.sqrt(0.5), rel=1e-12)
-    said = "\n".join(_targets({"a": a, "b": b}))
+    said = "\n".join(_targets_text({"a": a, "b": b}))
     assert f"the best fixed n reaches {np.sqrt(0.8):.3f}" in said
     assert f"the best of every method run there {np.sqrt(0.5):.3f}" in said
+    assert "met in 2 of 2" in said  # 0.95 and 1.0 of your FedAvg's, worst rounds alike
 
 
 def test_a_studys_subclass_of_the_default_rule_runs_as_the_default():

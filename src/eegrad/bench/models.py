@@ -3,6 +3,7 @@ r"""The benchmark's models, in NumPy, on one flat parameter vector w.
 ``softmax``  multinomial logistic regression, :math:`p(y=c|x) \propto \exp(x^\top W_c + b_c)`
 ``mlp``      one hidden layer of 64 ReLU units, then softmax
 ``cnn1d``    a small 1-D CNN in PyTorch, for MNIST-1D (:class:`CNN1d`)
+``cnn2d``    a small 2-D CNN in NumPy, for square images (:class:`ConvNet2d`)
 ``charcnn``  a small character CNN in PyTorch, for next-character prediction (:class:`CharCNN`)
 
 Both minimise the mean cross-entropy plus :math:`(\lambda/2)\lVert w\rVert^2`, λ = 1e-4. A
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "CNN1d", "CharCNN", "Model", "local_train", "make_model"]
+__all__ = ["MODELS", "CNN1d", "CharCNN", "ConvNet2d", "Model", "local_train", "make_model"]
 
 REG = 1e-4
 HIDDEN = 64
@@ -107,8 +108,94 @@ class Model:
         return loss, np.concatenate([g.ravel() for g in grads]) + REG * w
 
 
+#: Channels of :class:`ConvNet2d`'s convolution.
+CHANNELS = 8
+
+
+@dataclass(frozen=True)
+class ConvNet2d:
+    r"""A small 2-D CNN in NumPy for square images of ``features`` pixels (8×8 digits): one
+    3×3 convolution of :data:`CHANNELS` channels (zero padding, ReLU), 2×2 average pooling, a
+    linear layer to ``classes``, softmax; the loss and ℓ2 term of :class:`Model`, whose flat
+    interface it holds (``dim``, ``initial``, ``loss``, ``accuracy``, ``loss_grad``), so that
+    a client trains it with :func:`local_train`."""
+
+    features: int
+    classes: int
+    kind: str = "cnn2d"
+
+    def __post_init__(self) -> None:
+        side = round(self.features ** 0.5)
+        if side * side != self.features or side % 2:
+            from .._validation import fail
+
+            raise fail("features", "ConvNet2d", "the square of an even side (pixels)",
+                       self.features)  # fmt: skip
+
+    @property
+    def side(self) -> int:
+        return round(self.features ** 0.5)
+
+    @property
+    def sizes(self) -> list[tuple[int, ...]]:
+        pooled = (self.side // 2) ** 2 * CHANNELS
+        return [(9, CHANNELS), (CHANNELS,), (pooled, self.classes), (self.classes,)]
+
+    dim = Model.dim
+    _unpack = Model._unpack
+    _probabilities = staticmethod(Model._probabilities)
+
+    def initial(self, seed: int) -> np.ndarray:
+        """Glorot-uniform weights and zero biases."""
+        rng = np.random.default_rng([seed, 3])
+        parts = []
+        for shape in self.sizes:
+            if len(shape) == 2:
+                bound = np.sqrt(6.0 / sum(shape))
+                parts.append(rng.uniform(-bound, bound, shape).ravel())
+            else:
+                parts.append(np.zeros(shape))
+        return np.concatenate(parts)
+
+    def _forward(self, w: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The logits, the 3×3 patches, the convolution's ReLU and the pooled features."""
+        Wc, bc, Wl, bl = self._unpack(w)
+        m, s = X.shape[0], self.side
+        padded = np.pad(X.reshape(m, s, s), ((0, 0), (1, 1), (1, 1)))
+        patches = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))
+        patches = patches.reshape(m * s * s, 9)
+        H = np.maximum(patches @ Wc + bc, 0.0).reshape(m, s, s, CHANNELS)
+        pooled = H.reshape(m, s // 2, 2, s // 2, 2, CHANNELS).mean(axis=(2, 4)).reshape(m, -1)
+        return pooled @ Wl + bl, patches, H, pooled
+
+    def loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """Mean cross-entropy plus the ℓ2 term."""
+        P = self._probabilities(self._forward(w, X)[0])
+        return float(-np.mean(np.log(P[np.arange(y.size), y] + 1e-300)) + 0.5 * REG * w @ w)
+
+    def accuracy(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """The share of rows classified right."""
+        return float(np.mean(np.argmax(self._forward(w, X)[0], axis=1) == y))
+
+    def loss_grad(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """The loss and its gradient in w."""
+        Z, patches, H, pooled = self._forward(w, X)
+        _, _, Wl, _ = self._unpack(w)
+        P = self._probabilities(Z)
+        m, s = y.size, self.side
+        loss = float(-np.mean(np.log(P[np.arange(m), y] + 1e-300)) + 0.5 * REG * w @ w)
+        P[np.arange(m), y] -= 1.0
+        P /= m
+        dpool = (P @ Wl.T).reshape(m, s // 2, 1, s // 2, 1, CHANNELS) / 4.0
+        dH = np.broadcast_to(dpool, (m, s // 2, 2, s // 2, 2, CHANNELS)).reshape(m, s, s,
+                                                                                  CHANNELS)
+        dconv = (dH * (H > 0)).reshape(m * s * s, CHANNELS)
+        grads = [patches.T @ dconv, dconv.sum(axis=0), pooled.T @ P, P.sum(axis=0)]
+        return loss, np.concatenate([g.ravel() for g in grads]) + REG * w
+
+
 #: The model kinds.
-MODELS = ("softmax", "mlp", "cnn1d", "charcnn")
+MODELS = ("softmax", "mlp", "cnn1d", "cnn2d", "charcnn")
 
 
 def local_train(model: Model, w: np.ndarray, X: np.ndarray, y: np.ndarray, *, epochs: int,
@@ -269,10 +356,12 @@ class CharCNN(CNN1d):
             return net(self._inputs(X))
 
 
-def make_model(kind: str, features: int, classes: int) -> Model | CNN1d:
+def make_model(kind: str, features: int, classes: int) -> Model | ConvNet2d | CNN1d:
     """The model of ``kind`` (one of :data:`MODELS`)."""
     if kind == "cnn1d":
         return CNN1d(features, classes)
+    if kind == "cnn2d":
+        return ConvNet2d(features, classes)
     if kind == "charcnn":
         return CharCNN(features, classes)
     return Model(kind, features, classes)

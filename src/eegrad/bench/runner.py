@@ -1,12 +1,13 @@
-"""One run of the benchmark, the store of finished runs, and the plan of a whole benchmark.
+"""One run of the benchmark and the store of finished runs.
 
 A run is one (setting, method, seed, client learning rate): a Flower federation on an
 in-process grid (:class:`~eegrad.flower.LocalGrid`) for the setting's R rounds (your FedAvg's:
-the guessed n for R rounds spends the budget) within its total budget, evaluated
-each time another 1/:data:`EVALUATIONS` of the budget is spent and once more on the model the
-run delivers. Every finished run is saved under ``DIR/runs/`` with a ``.run`` description of
-what made it (:func:`describe`); an interrupted benchmark rerun with the same command takes a
-saved run again only where its description is today's and its table reads back whole.
+the guessed n for R rounds spends the budget) within its total budget, evaluated on the
+initial model and after every round (the last is the model the run delivers). A run is keyed
+by what made it (:func:`describe`): its setting, method, seed, rate, the harness's version
+:data:`HARNESS` and its method's code (:func:`method_code`, :mod:`eegrad.bench.fingerprint`).
+Every finished run is saved under ``DIR/runs/`` with its description; a rerun takes a saved
+run again only where its description is today's and its table reads back whole.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from ..arms import feasible_arms, per_client_spend
 from ..costs import LinearAggregation
 from ..results import atomic_write_bytes, write_table
 from .data import Dataset, load, partition
+from .fingerprint import method_code as code_of
 from .methods import (
     BudgetSchedule,
     FixedThenLast,
-    NoiseScaleRoundRule,
-    NoiseScaleRule,
     guess_n,
     make_bara,
     make_isp,
@@ -40,22 +40,25 @@ from .methods import (
 from .models import BATCH, CNN1d, Model, local_train, make_model
 from .settings import PER_SAMPLE, SETTINGS, BenchSetting
 
-__all__ = ["COLUMNS", "EVALUATIONS", "LR_GRID", "METHODS", "TUNING_SEEDS", "Federation",
-           "check_method", "client_update", "describe", "federation", "fixed_counts",
-           "methods_of", "run_one", "saved_run"]  # fmt: skip
+__all__ = ["COLUMNS", "HARNESS", "LR_GRID", "METHODS", "RULE_METHODS", "TUNING_SEEDS",
+           "Federation", "check_method", "client_update", "describe", "federation",
+           "fixed_counts", "method_code", "method_roots", "methods_of", "run_key", "run_one",
+           "saved_run"]  # fmt: skip
 
-#: Columns of ``bench.csv``: one row per evaluation.
+#: Columns of ``bench.csv``: one row per evaluation (the initial model, then every round).
 COLUMNS = ("setting", "dataset", "split", "method", "seed", "round", "cost", "wall_clock",
            "train_loss", "test_accuracy")  # fmt: skip
 #: The methods besides ``fedavg-<n>``.
 METHODS = ("default", "guess", "grow", "decay", "isp", "bara", "noise-scale")
+#: The methods a change of eegrad's default reruns: the default and its ablation (every other
+#: method's runs are baselines, kept in the repository's table, :mod:`eegrad.bench.store`).
+RULE_METHODS = ("default", "noise-scale")
 #: The clients' learning rates tried for each method (tuned on :data:`TUNING_SEEDS`).
 LR_GRID = {"softmax": (0.1, 0.3, 1.0), "mlp": (0.03, 0.1, 0.3), "cnn1d": (0.03, 0.1, 0.3),
+           "cnn2d": (0.1, 0.3, 1.0),
            "charcnn": (0.1, 0.3, 1.0)}
 #: The seeds the learning rates are tuned on (never reported).
 TUNING_SEEDS = (1000, 1001)
-#: Evaluations along the budget.
-EVALUATIONS = 30
 #: The most rows of the training and test data a PyTorch model is evaluated on.
 EVAL_ROWS = 4096
 #: The server's seconds a round (the wall clock).
@@ -64,8 +67,13 @@ SERVER_SECONDS = 1.0
 #: share of each client's rows (at least one); its evaluations on the server are not charged,
 #: as no method's server computation is (the default's fits included).
 VALIDATION_SHARE = 0.1
-#: Bumped when what a run computes changes: saved runs of another revision are run again.
-REVISION = 3
+#: The harness's version: bumped when what a run computes changes outside any method's code
+#: (every run is then run again); ``tests/data/bench_harness.json`` holds the fingerprint of
+#: the harness's code recorded for it (:mod:`eegrad.bench.fingerprint`).
+HARNESS = 4
+#: Your FedAvg is not stopped by the budget (the expected cost of its R rounds): it runs its R
+#: rounds and spends what they cost, its total budget this many times the others'.
+UNCAPPED = 10.0
 
 
 @dataclass
@@ -141,30 +149,29 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     aggregation = LinearAggregation(b=0.05, fixed=s.D0)
     sizes = np.array([c.size for c in clients], dtype=np.float64)
     g = guess_n(s.K)
+    rounds = s.quick_rounds_at_guess if quick else s.rounds_at_guess
+    server = float(aggregation(g))
     if s.wall_clock:  # the expected slowest of g clients' seconds
         secs = sizes * s.epochs / speed
         draws = np.random.default_rng([seed, 19]).random((256, s.K)).argsort(axis=1)[:, :g]
-        per_round = float(np.mean(secs[draws].max(axis=1)))
+        budget = rounds * (float(np.mean(secs[draws].max(axis=1))) + server)
     else:
-        per_round = g * float(sizes.mean()) * s.epochs * PER_SAMPLE
-    rounds = s.quick_rounds_at_guess if quick else s.rounds_at_guess
-    round_budget = per_round + float(aggregation(g))
-    budget = rounds * round_budget  # with B a round: B, and the rounds run
-    if s.mode == "round":
-        budget = round_budget
+        budget = rounds * (g * float(sizes.mean()) * s.epochs * PER_SAMPLE + server)
+    if s.mode == "round":  # B a round: that of the guess at the mean cost, for R rounds
+        budget = g * float(sizes.mean()) * s.epochs * PER_SAMPLE + server
     model = make_model(s.model, data.X.shape[1], data.classes)
     return Federation(s, seed, data, clients, model, speed, budget, aggregation, rounds)
 
 
 def fixed_counts(K: int, quick: bool = False, per_round: bool = False) -> list[int]:
-    """The fixed n run: those of a geometric grid over 1..K (7 points, 4 with ``quick``)
-    below the guess, the n whose R rounds spend a total budget (a larger n cannot last R
-    rounds; the guess itself is ``guess``, your FedAvg); with B a round (``per_round``), where
-    every n spends B a round, the whole grid and the guess."""
+    """The fixed n run besides your FedAvg's (the guess, ``guess``): those of a geometric grid
+    over 1..K (7 points, 4 with ``quick``) below the guess, the n whose R rounds spend a total
+    budget (a larger n cannot last R rounds); with B a round (``per_round``), where every n
+    spends B a round, the whole grid but the guess."""
     g = guess_n(K)
     grid = {round(x) for x in np.geomspace(1, K, 4 if quick else 7)}
     if per_round:
-        return sorted(grid | {g})
+        return sorted(grid - {g})
     return sorted(n for n in grid if n < g)
 
 
@@ -273,8 +280,8 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
     if per_round:  # N of B a round (the least a client costs: one sample), at most K
         budget = {"budget": fed.budget, "c_min": PER_SAMPLE * fed.setting.epochs}
         N = min(fed.K, feasible_arms(budget["c_min"], fed.aggregation, fed.budget)[0])
-    else:
-        budget, N = {"total_budget": fed.budget}, fed.K
+    else:  # your FedAvg runs its R rounds whatever they cost (the budget is their expectation)
+        budget, N = {"total_budget": fed.budget * (UNCAPPED if method == "guess" else 1.0)}, fed.K
     if method.endswith("-last"):
         selector = FixedThenLast(min(N, int(method.removeprefix("fedavg-").removesuffix("-last"))))
     elif method.startswith("fedavg-") or method == "guess":
@@ -283,6 +290,8 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
     elif method in ("grow", "decay"):
         selector = BudgetSchedule(phase_counts(fed.K, N, method))
     elif method == "noise-scale" and rule_class is None:  # the default's fits, its objective
+        from .ablations import NoiseScaleRoundRule, NoiseScaleRule
+
         rule_class = NoiseScaleRoundRule if per_round else NoiseScaleRule
     if rule_class is not None:
         spend = (per_client_spend(fed.budget, fed.aggregation, np.arange(1, N + 1))
@@ -298,7 +307,8 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
 def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False,
             report_steps: str | None = None,
             rule_class: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
-    """One run: its evaluation rows (:data:`COLUMNS`) and the n of every round; with
+    """One run: its evaluation rows (:data:`COLUMNS`: the initial model, then the model of
+    every round, the last the model the run delivers) and the n of every round; with
     ``report_steps`` its clients report their local steps (:func:`_client_app`), and with
     ``rule_class`` the ``default`` (or ``noise-scale``) runs that subclass of the default's
     rule, built from the default's parameters (both for studies, never in the bench's own
@@ -319,43 +329,82 @@ def run_one(setting: str, method: str, seed: int, lr: float, quick: bool = False
     strategy = _strategy(fed, method, seed, rule_class)
     s = fed.setting
     rows: list[dict[str, Any]] = []
-    step = fed.budget * (fed.rounds if s.mode == "round" else 1) / EVALUATIONS
-    mark = {"next": step, "last": -1}
 
-    def row(rnd: int, w: np.ndarray, cost: float) -> dict[str, Any]:
-        loss, acc = fed.evaluate(w)
-        return {"setting": setting, "dataset": s.dataset, "split": s.split, "method": method,
-                "seed": seed, "round": rnd, "cost": cost, "wall_clock": fed.wall_clock(rnd),
-                "train_loss": loss, "test_accuracy": acc}  # fmt: skip
-
-    def evaluate(server_round: int, arrays: Any) -> None:
-        cost = strategy.state.cost
-        if server_round == 0 or cost >= mark["next"] - 1e-9:
-            rows.append(row(server_round, arrays["w"].numpy(), cost))
-            mark["last"] = server_round
-            while mark["next"] <= cost + 1e-9:
-                mark["next"] += step
+    def evaluate(server_round: int, arrays: Any) -> None:  # the initial model, then each round
+        loss, acc = fed.evaluate(arrays["w"].numpy())
+        rows.append({"setting": setting, "dataset": s.dataset, "split": s.split,
+                     "method": method, "seed": seed, "round": server_round,
+                     "cost": strategy.state.cost, "wall_clock": fed.wall_clock(server_round),
+                     "train_loss": loss, "test_accuracy": acc})  # fmt: skip
 
     w0 = ArrayRecord({"w": Array(fed.model.initial(seed))})
-    result = strategy.start(grid=LocalGrid(_client_app(fed, report_steps), fed.K),
-                            initial_arrays=w0, num_rounds=fed.rounds, train_config=ConfigRecord({"lr": float(lr)}),
-                            evaluate_fn=evaluate)  # fmt: skip
-    records = strategy.records
-    last = records[-1]["server_round"] if records else 0
-    if last != mark["last"]:  # the model the run delivers
-        rows.append(row(last, result.arrays["w"].numpy(), strategy.state.cost))
+    strategy.start(grid=LocalGrid(_client_app(fed, report_steps), fed.K), initial_arrays=w0,
+                   num_rounds=fed.rounds, train_config=ConfigRecord({"lr": float(lr)}),
+                   evaluate_fn=evaluate)  # fmt: skip
     arms = [{"setting": setting, "method": method, "seed": seed, "round": r["server_round"],
-             "n": r["arm"]} for r in records]  # fmt: skip
+             "n": r["arm"]} for r in strategy.records]  # fmt: skip
     return rows, arms
 
 
-# -- the store of finished runs -------------------------------------------------------------------
-def describe(setting: str, method: str, seed: int, lr: float, quick: bool) -> dict[str, Any]:
+# -- what made a run, and the store of finished runs ---------------------------------------------
+def method_roots(method: str, mode: str = "total") -> tuple[tuple[str, ...], str]:
+    """The modules whose code makes ``method``'s runs in a setting of ``mode`` (the selector's
+    or the strategy's module), and the source of what sets its parameters inside the harness
+    (the default rule's factory, for the default and its ablation), for :func:`method_code`."""
+    from ..selectors import FixedArm
+
+    if method == "guess" or (method.startswith("fedavg-") and not method.endswith("-last")):
+        return (FixedArm.__module__,), ""
+    if method in ("default", "noise-scale"):
+        import inspect
+
+        from ..flower import round_loop
+        from ..selectors import BudgetThompson, ProgressThompson
+
+        factory = inspect.getsource(round_loop.default_rule) + repr(round_loop.DEFAULT_NOISE_ORDER)
+        rule = BudgetThompson if mode == "total" else ProgressThompson
+        roots = (rule.__module__,) if method == "default" else ("eegrad.bench.ablations",)
+        return roots, factory
+    return (BudgetSchedule.__module__,), ""  # the schedules, the ending, ISP and BARA-style
+
+
+@lru_cache(maxsize=64)
+def method_code(method: str, mode: str = "total") -> str:
+    """The fingerprint of ``method``'s code in a setting of ``mode``
+    (:func:`~eegrad.bench.fingerprint.method_code` of :func:`method_roots`): a fixed n's is
+    :class:`~eegrad.FixedArm`'s, every ``fedavg-<n>`` alike."""
+    roots, extra = method_roots(_family(method), mode)
+    return code_of(roots, extra)
+
+
+def _family(method: str) -> str:
+    """The method with its n left out (``fedavg-<n>`` and ``fedavg-<n>-last`` share code)."""
+    if method.startswith("fedavg-"):
+        return "fedavg-n-last" if method.endswith("-last") else "fedavg-n"
+    return method
+
+
+def _setting(setting: str | BenchSetting) -> BenchSetting:
+    return setting if isinstance(setting, BenchSetting) else SETTINGS[setting]
+
+
+def describe(setting: str | BenchSetting, method: str, seed: int, lr: float,
+             quick: bool) -> dict[str, Any]:  # fmt: skip
     """What makes a run: its setting (every field), method, seed, learning rate, quick or not,
-    and the harness's revision."""
-    s = SETTINGS[setting]
+    the harness's version :data:`HARNESS` and the method's code (:func:`method_code`)."""
+    s = _setting(setting)
     return {"setting": {k: getattr(s, k) for k in s.__dataclass_fields__}, "method": method,
-            "seed": seed, "lr": float(lr), "quick": bool(quick), "revision": REVISION}  # fmt: skip
+            "seed": int(seed), "lr": float(lr), "quick": bool(quick), "harness": HARNESS,
+            "code": method_code(method, s.mode)}  # fmt: skip
+
+
+def run_key(setting: str | BenchSetting, method: str, seed: int, lr: float,
+            quick: bool) -> str:  # fmt: skip
+    """The key of a run: a digest of :func:`describe` (20 hex digits)."""
+    import hashlib
+
+    text = json.dumps(describe(setting, method, seed, lr, quick), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def run_path(store: Path, setting: str, method: str, seed: int, lr: float) -> Path:
@@ -418,11 +467,17 @@ def diverged_row(setting: str, method: str, seed: int) -> dict[str, Any]:
             "train_loss": math.inf, "test_accuracy": 0.0}  # fmt: skip
 
 
-def job(store: str | None, setting: str, method: str, seed: int, lr: float, quick: bool,
-        report_steps: str | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+def job(store: str | None, setting: str | BenchSetting, method: str, seed: int, lr: float,
+        quick: bool, report_steps: str | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """A run, from the store where saved, else run and saved; a rate that diverges is a run of
-    infinite loss (:func:`diverged_row`). ``report_steps`` (a study's clients,
-    :func:`_client_app`) only without a store: the store's runs are the bench's own."""
+    infinite loss (:func:`diverged_row`). ``setting`` a name or a setting itself (made known
+    to this process, as a worker of ``--jobs`` needs a registered one). ``report_steps`` (a
+    study's clients, :func:`_client_app`) only without a store: the store's runs are the
+    bench's own."""
+    if isinstance(setting, BenchSetting):
+        from .settings import register
+
+        setting = register(setting).name
     if store is not None and report_steps is not None:
         raise fail("report_steps", "job", "None where runs are stored (the bench's own clients)",
                    report_steps)  # fmt: skip

@@ -10,8 +10,16 @@ the clients' mean cost, so that every setting runs about as long. Two run the pa
 instead (``mode="round"``): B a round (that of the guessed n at the mean cost), each of the n
 clients asked sent (B − D(n))/n and training on the samples its share buys, for as many rounds.
 
-The rule may be tuned on the ``development`` half only; the ``held-out`` half is run once the
-rule is frozen and reported as it comes (:data:`SPLITS`).
+The rule may be tuned on the ``development`` group only; the ``held-out`` group was frozen
+before the rule of rounds and has since been read by a rule study (held-out, seen); the
+``fresh`` group was frozen before the safe default (the issue "never worse than your FedAvg")
+ran on it, and is reported as it comes (held-out, fresh; :data:`SPLITS`). Each fresh setting
+has a data set the others lack, and among them are a split where most clients hold two
+classes, a federation of B a round and one of a thousand clients.
+
+A setting of one's own is made known with :func:`register` (in this process; the bench hands
+each worker the setting itself) or written in a TOML file that ``eegrad bench
+--settings-file`` reads (:func:`read_settings_file`).
 """
 
 from __future__ import annotations
@@ -20,12 +28,13 @@ from dataclasses import dataclass
 
 from .._validation import fail
 
-__all__ = ["PER_SAMPLE", "SETTINGS", "SPLITS", "BenchSetting", "check_settings", "register"]
+__all__ = ["PER_SAMPLE", "SETTINGS", "SPLITS", "BenchSetting", "check_settings",
+           "read_settings_file", "register"]
 
 #: A client's cost per sample it trains on (its ``num-examples``), per epoch.
 PER_SAMPLE = 0.01
-#: The two halves of the settings.
-SPLITS = ("development", "held-out")
+#: The groups of the settings.
+SPLITS = ("development", "held-out", "fresh")
 
 
 @dataclass(frozen=True)
@@ -89,18 +98,66 @@ SETTINGS: dict[str, BenchSetting] = {s.name: s for s in (
                  epochs=1, rounds_at_guess=30, quick_rounds_at_guess=8),
     BenchSetting("shakespeare-charcnn-500", "held-out", "shakespeare", "charcnn", 500,
                  "natural", epochs=1, rounds_at_guess=20, quick_rounds_at_guess=6),
+    # held out, fresh: frozen before the safe default ran on them; each a data set the others
+    # lack (and a model family: the 2-D CNN)
+    BenchSetting("digits-cnn2d-50-shards", "fresh", "digits", "cnn2d", 50, "shards"),
+    BenchSetting("diamonds-mlp-100-round", "fresh", "diamonds", "mlp", 100, "dirichlet-0.5",
+                 mode="round"),
+    BenchSetting("nlswork-softmax-1000", "fresh", "nlswork", "softmax", 1000, "natural",
+                 epochs=1, rounds_at_guess=30, quick_rounds_at_guess=8),
+    BenchSetting("tv16-mlp-50-clock", "fresh", "tv16", "mlp", 50, "natural", epochs=1,
+                 wall_clock=True, rounds_at_guess=30, quick_rounds_at_guess=8),
 )}  # fmt: skip
 
 def register(setting: BenchSetting) -> BenchSetting:
-    """Make a study's own setting known to the runner (:func:`~eegrad.bench.runner.run_one`
-    by its name), in this process; the bench's settings are :data:`SETTINGS` as listed above.
-    A name already known is refused unless it is the same setting."""
+    """Make a setting of one's own known to the runner (:func:`~eegrad.bench.runner.run_one`
+    by its name), in this process (``eegrad bench`` hands its workers the setting itself); the
+    bench's settings are :data:`SETTINGS` as listed above. A name already known is refused
+    unless it is the same setting."""
+    if not isinstance(setting, BenchSetting):
+        raise fail("setting", "register", "a BenchSetting", setting)
+    if setting.split not in SPLITS:
+        raise fail("split", "BenchSetting", f"one of {', '.join(SPLITS)}", setting.split)
+    if setting.mode not in ("total", "round"):
+        raise fail("mode", "BenchSetting", "'total' or 'round'", setting.mode)
     known = SETTINGS.get(setting.name)
     if known is not None and known != setting:
         raise fail("setting", "register", f"a name other than the known settings' "
                    f"({', '.join(SETTINGS)}), or the same setting", setting.name)  # fmt: skip
     SETTINGS[setting.name] = setting
     return setting
+
+
+def read_settings_file(path: str) -> list[str]:
+    """Register every setting of a TOML file (each a ``[[setting]]`` table of
+    :class:`BenchSetting`'s fields) and return their names; an unknown field is refused,
+    naming the known ones."""
+    from dataclasses import fields
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    known = {f.name for f in fields(BenchSetting)}
+    with open(path, "rb") as fh:
+        tables = tomllib.load(fh).get("setting", [])
+    if not isinstance(tables, list) or not tables:
+        raise fail("settings_file", "eegrad bench", "a TOML file of [[setting]] tables", path)
+    names = []
+    for table in tables:
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise fail(unknown[0], "eegrad bench --settings-file", f"a field of a setting: "
+                       f"{', '.join(sorted(known))}", table[unknown[0]])  # fmt: skip
+        try:
+            setting = BenchSetting(**table)
+        except TypeError as exc:
+            raise fail("setting", "eegrad bench --settings-file", f"the fields name, split, "
+                       f"dataset, model, K, partition and any of the others ({exc})",
+                       table) from exc  # fmt: skip
+        names.append(register(setting).name)
+    return names
 
 
 #: The settings ``--quick`` runs: one of each half.
