@@ -51,15 +51,15 @@ __all__ = ["PHASES", "BudgetSchedule", "FixedThenLast", "ema", "gp_ucb_choice", 
 PHASES = 4
 
 
-def guess_n(K: int) -> int:
-    """The n a practitioner guesses: 10 % of K, at least 1."""
-    return max(1, round(0.1 * K))
+def guess_n(K: int, fraction: float = 0.1) -> int:
+    """The n a practitioner guesses: ``fraction`` (10 %) of K, at least 1."""
+    return max(1, round(fraction * K))
 
 
-def phase_counts(K: int, N: int, kind: str) -> list[int]:
-    """The n of each budget phase: ``grow`` g/4, g/2, g, 2g (g = :func:`guess_n`), each
-    rounded and kept in 1..N; ``decay`` the same reversed."""
-    g = guess_n(K)
+def phase_counts(K: int, N: int, kind: str, g: int | None = None) -> list[int]:
+    """The n of each budget phase: ``grow`` g/4, g/2, g, 2g (g: your FedAvg's n, default
+    :func:`guess_n`), each rounded and kept in 1..N; ``decay`` the same reversed."""
+    g = guess_n(K) if g is None else g
     counts = [min(N, max(1, round(g * 2.0 ** (j - 2)))) for j in range(PHASES)]
     if kind == "grow":
         return counts

@@ -148,7 +148,7 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     speed[rng.choice(s.K, s.K // 5, replace=False)] /= 6.0  # stragglers
     aggregation = LinearAggregation(b=0.05, fixed=s.D0)
     sizes = np.array([c.size for c in clients], dtype=np.float64)
-    g = guess_n(s.K)
+    g = s.guess
     rounds = s.quick_rounds_at_guess if quick else s.rounds_at_guess
     server = float(aggregation(g))
     if s.wall_clock:  # the expected slowest of g clients' seconds
@@ -163,12 +163,13 @@ def federation(name: str, seed: int, quick: bool = False) -> Federation:
     return Federation(s, seed, data, clients, model, speed, budget, aggregation, rounds)
 
 
-def fixed_counts(K: int, quick: bool = False, per_round: bool = False) -> list[int]:
+def fixed_counts(K: int, quick: bool = False, per_round: bool = False,
+                 g: int | None = None) -> list[int]:  # fmt: skip
     """The fixed n run besides your FedAvg's (the guess, ``guess``): those of a geometric grid
     over 1..K (7 points, 4 with ``quick``) below the guess, the n whose R rounds spend a total
     budget (a larger n cannot last R rounds); with B a round (``per_round``), where every n
-    spends B a round, the whole grid but the guess."""
-    g = guess_n(K)
+    spends B a round, the whole grid but the guess (``g``, default :func:`guess_n`)."""
+    g = guess_n(K) if g is None else g
     grid = {round(x) for x in np.geomspace(1, K, 4 if quick else 7)}
     if per_round:
         return sorted(grid - {g})
@@ -181,7 +182,7 @@ def methods_of(setting: str, quick: bool = False) -> list[str]:
     probes, not under B a round)."""
     s = SETTINGS[setting]
     others = [m for m in METHODS if not (m in ("isp", "bara") and s.mode == "round")]
-    counts = fixed_counts(s.K, quick, per_round=s.mode == "round")
+    counts = fixed_counts(s.K, quick, per_round=s.mode == "round", g=s.guess)
     last = [] if s.mode == "round" else [f"fedavg-{n}-last" for n in counts]
     return [*(f"fedavg-{n}" for n in counts), *last, *others]
 
@@ -271,9 +272,9 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
 
         if method == "bara":
             return make_bara(K=fed.K, total_budget=fed.budget, aggregation=fed.aggregation,
-                             validate=validate, m0=guess_n(fed.K), **opts)  # fmt: skip
+                             validate=validate, m0=fed.setting.guess, **opts)  # fmt: skip
         return make_isp(K=fed.K, total_budget=fed.budget, aggregation=fed.aggregation,
-                        validate=validate, validation_cost=0.0, m0=guess_n(fed.K),
+                        validate=validate, validation_cost=0.0, m0=fed.setting.guess,
                         seed=seed, **opts)  # fmt: skip
     selector: Any = None
     per_round = fed.setting.mode == "round"
@@ -286,9 +287,9 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
         selector = FixedThenLast(min(N, int(method.removeprefix("fedavg-").removesuffix("-last"))))
     elif method.startswith("fedavg-") or method == "guess":
         selector = FixedArm(min(N, int(method.removeprefix("fedavg-")) if method != "guess"
-                                else guess_n(fed.K)))  # fmt: skip
+                                else fed.setting.guess))  # fmt: skip
     elif method in ("grow", "decay"):
-        selector = BudgetSchedule(phase_counts(fed.K, N, method))
+        selector = BudgetSchedule(phase_counts(fed.K, N, method, fed.setting.guess))
     elif method == "noise-scale" and rule_class is None:  # the default's fits, its objective
         from .ablations import NoiseScaleRoundRule, NoiseScaleRule
 
@@ -298,8 +299,10 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
                  if per_round else np.ones(N))  # fmt: skip
         rule = default_rule(fed.K, spend, per_cost=not per_round)
         selector = rule_class(**rule.get_params())
+    g = fed.setting.guess  # your FedAvg, the strategy wrapped: g clients a round
     return EEGradStrategy(aggregation=fed.aggregation, selector=selector,
-                          strategy=FedAvg(fraction_evaluate=0.0),
+                          strategy=FedAvg(fraction_train=g / fed.K, min_train_nodes=g,
+                                          fraction_evaluate=0.0),
                           rng=np.random.SeedSequence([seed, 31]), min_available_nodes=fed.K,
                           **budget, **opts)  # fmt: skip
 
@@ -393,7 +396,10 @@ def describe(setting: str | BenchSetting, method: str, seed: int, lr: float,
     """What makes a run: its setting (every field), method, seed, learning rate, quick or not,
     the harness's version :data:`HARNESS` and the method's code (:func:`method_code`)."""
     s = _setting(setting)
-    return {"setting": {k: getattr(s, k) for k in s.__dataclass_fields__}, "method": method,
+    fields = {k: getattr(s, k) for k in s.__dataclass_fields__}
+    if fields["fraction"] == 0.1:  # the fraction the bench had before it was a field
+        del fields["fraction"]
+    return {"setting": fields, "method": method,
             "seed": int(seed), "lr": float(lr), "quick": bool(quick), "harness": HARNESS,
             "code": method_code(method, s.mode)}  # fmt: skip
 

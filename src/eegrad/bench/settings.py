@@ -56,6 +56,14 @@ class BenchSetting:
     #: paper's model: each is sent (B − D(n))/n and trains on the samples it buys), for
     #: ``rounds_at_guess`` rounds.
     mode: str = "total"
+    #: Your FedAvg's ``fraction_train``: it asks g = max(1, round(fraction · K)) clients a
+    #: round (:func:`~eegrad.bench.methods.guess_n`).
+    fraction: float = 0.1
+
+    @property
+    def guess(self) -> int:
+        """g, the clients your FedAvg asks a round."""
+        return max(1, round(self.fraction * self.K))
 
     @property
     def summary(self) -> str:
