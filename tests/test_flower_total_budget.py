@@ -214,3 +214,19 @@ def test_it_composes_with_an_inner_strategy():
     _run(s)
     assert s.records[-1]["budget_left"] >= 0.0
     assert len(s.records) > 3
+
+
+def test_the_first_round_of_reported_costs_asks_your_strategys_n_not_one_client():
+    """Before any client has reported its cost there is no worst case to price a round by: a
+    round asks at most what your strategy's own first round would (FedAvg's fraction_train of
+    the nodes, here 3 of 10), not one client; with a strategy that does not sample as FedAvg
+    does (none given), the fewest clients. After the first round the costliest seen bounds the next."""
+    def first(strategy):
+        s = EEGradStrategy(total_budget=500.0, selector=FixedArm(3), strategy=strategy,
+                           cost_metric="num-examples", cost_scale=0.01)  # fmt: skip
+        _run(s, rounds=2)
+        return [r["arm"] for r in s.records]
+
+    assert first(FedAvg(fraction_train=0.3, fraction_evaluate=0.0)) == [3, 3]
+    assert first(FedAvg(fraction_train=0.1, fraction_evaluate=0.0)) == [2, 3]  # min_train 2
+    assert first(None) == [1, 3]  # eegrad's own step: no schedule of yours to go by

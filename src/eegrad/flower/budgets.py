@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from flwr.supercore import log
 
-from .._validation import check_real, fail
+from .._validation import InvalidParameterError, check_real, fail
 from ..arms import feasible_arms, per_client_spend
 from ..selectors.base import Selector
 from ..selectors.evidence import OUTLOOK, Outlook
@@ -39,7 +39,8 @@ from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
 from .stops import RunStopped
 
-__all__ = ["BudgetSpent", "FedAvgSpend", "RoundBudget", "TotalBudget", "make_budget"]
+__all__ = ["BudgetSpent", "FedAvgSpend", "RoundBudget", "TotalBudget", "baseline_of",
+           "make_budget"]
 
 #: Points 1..this of D(n) in the fingerprint of a total-budget run (N is not known yet).
 D_POINTS = 64
@@ -104,6 +105,17 @@ class FedAvgSpend:
                 f"{self.strategy}(fraction_train={self.fraction_train:g}{least}) spends in "
                 f"{num_rounds} rounds of {num_nodes} nodes ({self.per_round(num_nodes)} a "
                 "round)")
+
+
+def baseline_of(strategy: Any) -> FedAvgSpend | None:
+    """Your strategy's own schedule, where it samples as Flower's FedAvg does (its
+    ``fraction_train`` and ``min_train_nodes``: :class:`FedAvgSpend`), else None."""
+    if strategy is None:
+        return None
+    try:
+        return FedAvgSpend.of(strategy, "EEGradStrategy")
+    except InvalidParameterError:
+        return None
 
 
 def rounds_left(server_round: int, num_rounds: int | None) -> int | None:
@@ -188,14 +200,17 @@ class RoundBudget:
     def resolve(self, num_rounds: int | None, num_nodes: int) -> None:
         """Nothing to settle at the run's start: B a round is given."""
 
-    def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int | None:
+    def at_most(self, state: RunState, N: int, least: int, server_round: int,
+                baseline: int | None = None) -> int | None:  # fmt: skip
         """The most clients the round may ask: any of the N (None)."""
         return None
 
-    def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
+    def outlook(self, state: RunState, server_round: int, num_rounds: int | None,
+                baseline: int | None = None) -> Outlook:  # fmt: skip
         """What the rule is told before it asks: the rounds left of ``num_rounds``, this one
-        included (where the run has a known end)."""
-        return Outlook(rounds_left=rounds_left(server_round, num_rounds))
+        included (where the run has a known end), and the n your strategy would ask
+        (``baseline``, where it samples as FedAvg does)."""
+        return Outlook(rounds_left=rounds_left(server_round, num_rounds), baseline=baseline)
 
     def round_timeout(self, state: RunState, n: int, timeout: float | None) -> float | None:
         """How long a round of n waits for its replies: Flower's ``timeout``."""
@@ -387,13 +402,16 @@ class TotalBudget:
                           self.cost_scale if known else self.c_min,
                           latest=state.client_costs)  # fmt: skip
 
-    def at_most(self, state: RunState, N: int, least: int, server_round: int) -> int:
+    def at_most(self, state: RunState, N: int, least: int, server_round: int,
+                baseline: int | None = None) -> int:  # fmt: skip
         """The most clients the budget left affords in the worst case (its clients as costly as
         the costliest seen); raises :class:`BudgetSpent` where it affords not ``least``. Before
         any client has reported a cost there is no worst case to go by (``c_min`` is the least
-        a client costs, not the most): the round asks the fewest clients, ``least``, whose
-        costs then bound the next rounds' — unless every reply costs ``cost_scale``
-        (``cost_metric=None``, client trainings), known before any."""
+        a client costs, not the most): the round asks at most what your strategy's own round
+        would (``baseline``: its n, whose cost your FedAvg's run would pay first), or where
+        that is not known the fewest clients, ``least``, whose costs then bound the next
+        rounds' — unless every reply costs ``cost_scale`` (``cost_metric=None``, client
+        trainings), known before any."""
         worst = self.costs(state).worst(N)
         left = self.total - state.cost
         affordable = np.flatnonzero(worst <= left)  # never more than the budget left
@@ -404,20 +422,21 @@ class TotalBudget:
                 f"{left:.4g} of {self.total:g}; the run ends after round {server_round - 1}."
             )
         if not state.client_costs and self.cost_metric is not None:
-            return least
+            return max(least, min(int(affordable.max()) + 1, baseline or least))
         return int(affordable.max()) + 1
 
-    def outlook(self, state: RunState, server_round: int, num_rounds: int | None) -> Outlook:
+    def outlook(self, state: RunState, server_round: int, num_rounds: int | None,
+                baseline: int | None = None) -> Outlook:  # fmt: skip
         """What the rule is told before it asks: every n's expected cost (where it reads
         them and they are known: a client has reported one, or each reply costs
-        ``cost_scale``, or ``c_min`` is given), the budget left and the rounds left of
-        ``num_rounds``, this one included."""
+        ``cost_scale``, or ``c_min`` is given), the budget left, the rounds left of
+        ``num_rounds``, this one included, and the n your strategy would ask (``baseline``)."""
         rule = state.rule
         known = self.cost_metric is None or bool(state.client_costs) or self.c_min > 0
         costs = (np.maximum(self.costs(state).expected(rule.N), 1e-12)
                  if "costs" in rule.selector.reads and known else None)  # fmt: skip
         return Outlook(costs=costs, budget_left=self.total - state.cost,
-                       rounds_left=rounds_left(server_round, num_rounds))
+                       rounds_left=rounds_left(server_round, num_rounds), baseline=baseline)
 
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Refuse a total budget counted in a metric the clients report, under central DP: a

@@ -29,6 +29,7 @@ from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 from ..selectors import BudgetThompson, ProgressThompson, Selector, SpreadThompson
+from .budgets import baseline_of
 from .client import SHARE_KEY
 from .driver import RuleDriver
 from .factory import RunOptions
@@ -136,6 +137,8 @@ class RoundLoop(Strategy):
     def __init__(self, budgeting: Any, release: Any, aggregator: Any, schedule: Any,
                  keeping: Any, nodes: NodeWaiting, options: RunOptions) -> None:  # fmt: skip
         self.budgeting, self.release, self.aggregator = budgeting, release, aggregator
+        #: Your strategy's own schedule (its n each round), where it samples as FedAvg does.
+        self.baseline = baseline_of(getattr(aggregator, "strategy", None))
         self.schedule, self.keeping, self.nodes, self.options = schedule, keeping, nodes, options
         #: The records' columns (with ``noise_std`` and ``epsilon`` under ``privacy``).
         self.columns = RECORD_COLUMNS + release.columns + budgeting.columns
@@ -216,9 +219,11 @@ class RoundLoop(Strategy):
         state.first_round = False
         rule, budget = state.rule, self.budgeting
         least = min(state.min_clients, rule.N, len(nodes))
-        most = budget.at_most(state, rule.N, least, server_round)
+        yours = None if self.baseline is None else self.baseline.per_round(len(nodes))
+        most = budget.at_most(state, rule.N, least, server_round, baseline=yours)
         most = min(rule.N if most is None else most, len(nodes))
-        n = rule.ask(least, most, budget.outlook(state, server_round, state.num_rounds))
+        n = rule.ask(least, most, budget.outlook(state, server_round, state.num_rounds,
+                                                 baseline=yours))  # fmt: skip
         self.release.charge(state, server_round, n, len(nodes))
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
         chosen = [nodes[i] for i in sorted(pick)]

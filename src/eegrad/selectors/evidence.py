@@ -26,9 +26,9 @@ The names a rule may read:
 ``"local_steps"``
     The mean local steps the round's parts took (optional in every record: a round whose
     clients report none is told without).
-``"costs"``, ``"budget_left"``, ``"rounds_left"``
+``"costs"``, ``"budget_left"``, ``"rounds_left"``, ``"baseline"``
     The :class:`Outlook`: every arm's expected cost of a round, what is left of a total
-    budget, the rounds the run has left.
+    budget, the rounds the run has left, the n the user's own strategy would ask.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ __all__ = ["OPTIONAL", "OUTLOOK", "READS", "ROUND", "Outlook", "RoundEvidence", 
 #: The names of what a round's record carries (:class:`RoundEvidence`).
 ROUND = frozenset({"mean", "spread", "weighted_spread", "signal", "local_steps"})
 #: The names of what an ask's outlook carries (:class:`Outlook`).
-OUTLOOK = frozenset({"costs", "budget_left", "rounds_left"})
+OUTLOOK = frozenset({"costs", "budget_left", "rounds_left", "baseline"})
 #: The names a rule's :attr:`~eegrad.Selector.reads` may hold (the module's docstring).
 READS = ROUND | OUTLOOK
 #: What a rule reads where it is there and goes without where it is not, by default
@@ -242,8 +242,12 @@ class Outlook:
         What is left of the run's total budget, >= 0 ("budget_left").
     rounds_left : int, optional
         The rounds the run has left, the next one included, >= 1 ("rounds_left").
+    baseline : int, optional
+        The n your own strategy would ask this round (Flower's FedAvg: its ``fraction_train``
+        of the nodes connected, at least its ``min_train_nodes``), >= 1 ("baseline").
     """
 
     costs: Any = None
     budget_left: float | None = None
     rounds_left: int | None = None
+    baseline: int | None = None
