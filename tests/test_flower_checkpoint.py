@@ -110,7 +110,7 @@ def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
                                               r"50.0 here"):  # fmt: skip
         _start(_strategy(checkpoint=ck, budget=50.0), LocalGrid(_app(), K, seed=2), 4)
     default = re.escape(default_rule_name(False))  # the default's name, as the fingerprint has it
-    assert default.startswith(r"default\ \(ProgressThompson,")
+    assert default.startswith(r"default\ \(AnchoredProgress,")
     with pytest.raises(CheckpointError, match=rf"rule: '{default}' in the checkpoint, 'FixedArm'"):
         _start(_strategy(checkpoint=ck, selector=FixedArm(2)), LocalGrid(_app(), K, seed=2), 4)
     other = ArrayRecord({"w": Array(np.zeros(D + 1))})
@@ -284,10 +284,10 @@ def test_a_rule_saved_without_its_model_is_refused_not_resumed_afresh(tmp_path):
     ck = tmp_path / "run.npz"
     _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 4)
     tree, arrays = read_checkpoint(ck)
-    (rule,) = _object_trees(tree, "ProgressThompson")
+    (rule,) = _object_trees(tree, "AnchoredProgress")
     rule["_noise"] = rule.pop("model")  # the fits under another name, as an earlier layout
     write_checkpoint(ck, tree, arrays)
-    with pytest.raises(CheckpointError, match=r"holds a ProgressThompson at .* without 'model', "
+    with pytest.raises(CheckpointError, match=r"holds a AnchoredProgress at .* without 'model', "
                                               r"which this run's has: it was written by another "
                                               r"version of eegrad"):  # fmt: skip
         _start(_strategy(checkpoint=ck), LocalGrid(_app(), K, seed=2), 6)

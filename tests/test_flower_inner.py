@@ -232,8 +232,8 @@ def test_a_resumed_run_with_fedadam_ends_as_the_uninterrupted_one(tmp_path, stop
     rounds = 8
 
     def run(ck, num_rounds):
-        s = _eegrad(fs.FedAdam(fraction_evaluate=0.0, eta=0.05, beta_1=0.9, beta_2=0.99),
-                    selector=None, checkpoint=ck)  # fmt: skip
+        s = _eegrad(fs.FedAdam(fraction_train=0.5, fraction_evaluate=0.0, eta=0.05,
+                               beta_1=0.9, beta_2=0.99), selector=None, checkpoint=ck)  # fmt: skip
         res = s.start(grid=LocalGrid(_app(), K, seed=2), initial_arrays=_model(),
                       num_rounds=num_rounds)  # fmt: skip
         return s, res

@@ -27,6 +27,8 @@ from .oracle import (
 from .rounds import GradientEstimate, estimate_gradient
 from .selectors import (
     KLLCB,
+    AnchoredPlan,
+    AnchoredProgress,
     BudgetThompson,
     ChiSquareLCB,
     EEGrad,
@@ -59,6 +61,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "KLLCB",
+    "AnchoredPlan",
+    "AnchoredProgress",
     "ArmStatistics",
     "Arms",
     "BudgetThompson",

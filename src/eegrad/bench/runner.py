@@ -256,6 +256,7 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
     from flwr.serverapp.strategy import FedAvg
 
     from ..flower import EEGradStrategy
+    from ..flower.round_loop import DEFAULT_NOISE_ORDER
     from ..flower.strategy import default_rule
     from ..selectors import FixedArm
 
@@ -297,8 +298,13 @@ def _strategy(fed: Federation, method: str, seed: int, rule_class: Any = None) -
     if rule_class is not None:
         spend = (per_client_spend(fed.budget, fed.aggregation, np.arange(1, N + 1))
                  if per_round else np.ones(N))  # fmt: skip
-        rule = default_rule(fed.K, spend, per_cost=not per_round)
-        selector = rule_class(**rule.get_params())
+        if method == "noise-scale" and rule_class.__module__ == "eegrad.bench.ablations":
+            # the default's fits as the rules of progress hold them, another objective
+            selector = rule_class(population=fed.K, spend=spend,
+                                  noise_order=DEFAULT_NOISE_ORDER)  # fmt: skip
+        else:
+            rule = default_rule(fed.K, spend, per_cost=not per_round)
+            selector = rule_class(**rule.get_params())
     g = fed.setting.guess  # your FedAvg, the strategy wrapped: g clients a round
     return EEGradStrategy(aggregation=fed.aggregation, selector=selector,
                           strategy=FedAvg(fraction_train=g / fed.K, min_train_nodes=g,
@@ -362,12 +368,13 @@ def method_roots(method: str, mode: str = "total") -> tuple[tuple[str, ...], str
         import inspect
 
         from ..flower import round_loop
-        from ..selectors import BudgetThompson, ProgressThompson
+        from ..selectors import AnchoredPlan, AnchoredProgress
 
         factory = inspect.getsource(round_loop.default_rule) + repr(round_loop.DEFAULT_NOISE_ORDER)
-        rule = BudgetThompson if mode == "total" else ProgressThompson
-        roots = (rule.__module__,) if method == "default" else ("eegrad.bench.ablations",)
-        return roots, factory
+        rule = AnchoredPlan if mode == "total" else AnchoredProgress
+        if method == "default":
+            return (rule.__module__,), factory
+        return ("eegrad.bench.ablations",), repr(round_loop.DEFAULT_NOISE_ORDER)
     return (BudgetSchedule.__module__,), ""  # the schedules, the ending, ISP and BARA-style
 
 

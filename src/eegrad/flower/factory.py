@@ -22,6 +22,7 @@ from .._random import as_generator
 from .._validation import InvalidParameterTypeError, check_integer, check_real, fail
 from ..costs import LinearAggregation, as_aggregation
 from ..selectors import Selector
+from ..selectors.anchored import DEFAULT_DEPARTURE
 from .aggregators import make_aggregator
 from .budgets import RoundBudget, TotalBudget, check_outlook, make_budget
 from .client import check_metric_key
@@ -55,6 +56,8 @@ class RunOptions:
         Called with each round's :class:`~eegrad.flower.RoundReport`.
     given_rule : Selector or None
         The rule the user gave (copied for each run), or None for the default.
+    departure : float
+        The default rule's α (:mod:`eegrad.selectors.anchored`).
     """
 
     streams: Streams
@@ -62,6 +65,7 @@ class RunOptions:
     damp_exploration: bool
     on_round: Callable[[RoundReport], Any] | None = None
     given_rule: Selector | None = None
+    departure: float = DEFAULT_DEPARTURE
 
 
 @dataclass
@@ -148,11 +152,27 @@ def _keys(strategy: Strategy | None, given: dict[str, str | None]) -> dict[str, 
     return keys
 
 
+def check_baseline(strategy: Strategy, selector: Selector | None) -> None:
+    """Refuse, for the default rule, an inner strategy whose own schedule asks no client a
+    round (its ``fraction_train`` 0 and no ``min_train_nodes``): the default is anchored on
+    that schedule (:mod:`eegrad.selectors.anchored`)."""
+    fraction = getattr(strategy, "fraction_train", None)
+    least = getattr(strategy, "min_train_nodes", 0) or 0
+    if selector is not None or isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        return
+    if not 0 < float(fraction) <= 1 and least < 1:
+        raise fail("strategy", OWNER, f"a strategy whose own rounds train clients: "
+                   f"{type(strategy).__name__}'s fraction_train = {fraction!r} with no "
+                   "min_train_nodes asks none, and eegrad's default rule is anchored on your "
+                   "strategy's n each round (give the fraction_train your FedAvg runs with, in "
+                   "(0, 1], or a selector)", strategy)  # fmt: skip
+
+
 def strategy_parts(budget: float | None = None, c_min: float | None = None, *,
                    total_budget: Any = None, round_cost: str = "sum",
                    cost_metric: str | None = "cost", cost_scale: float = 1.0,
                    aggregation: Any = None, selector: Selector | None = None,
-                   steps: str = "every-round", T: int | None = None, server_lr: float = 1.0,
+                   departure: float = DEFAULT_DEPARTURE, steps: str = "every-round", T: int | None = None, server_lr: float = 1.0,
                    damp_exploration: bool | None = None, rng: Any = 0,
                    min_available_nodes: int | None = None, fraction_evaluate: float = 0.0,
                    csv_path: str | Path | None = None, checkpoint: str | Path | None = None,
@@ -179,6 +199,7 @@ def strategy_parts(budget: float | None = None, c_min: float | None = None, *,
             f"The 'selector' parameter of {OWNER} must be a Selector. Got {selector!r} instead."
         )
     server_lr = check_real(server_lr, "server_lr", OWNER, gt=0)
+    departure = check_real(departure, "departure", OWNER, ge=0, le=1)
     release = make_release(privacy, bool(secure_sums), OWNER)
     if damp_exploration is None:  # damped where the release adds known noise
         damp_exploration = release.adds_noise
@@ -195,6 +216,7 @@ def strategy_parts(budget: float | None = None, c_min: float | None = None, *,
     on_round = check_callback(on_round, OWNER)
     if strategy is not None:
         inner_kind(strategy)  # a type that is no message-API strategy, refused first
+        check_baseline(strategy, selector)
     keys = _keys(strategy, {"weighted_by_key": weighted_by_key,
                             "arrayrecord_key": arrayrecord_key,
                             "configrecord_key": configrecord_key})  # fmt: skip
@@ -205,7 +227,7 @@ def strategy_parts(budget: float | None = None, c_min: float | None = None, *,
     # nothing else. Evaluation samples from its own, so turning it on changes no training.
     streams = Streams(*as_generator(rng, OWNER).spawn(4))
     options = RunOptions(streams=streams, keys=keys, damp_exploration=bool(damp_exploration),
-                         on_round=on_round, given_rule=selector)  # fmt: skip
+                         on_round=on_round, given_rule=selector, departure=departure)  # fmt: skip
     # the default rule learns from a spread: two clients at the first round
     nodes = NodeWaiting(min_available_nodes, 2 if selector is None else 1)
     settings = {"aggregation": aggregation, "cost_metric": cost_metric,

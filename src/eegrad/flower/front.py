@@ -51,9 +51,10 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
         samples it trained on: its ``num-examples``, or your strategy's ``weighted_by_key``),
         or the name of a metric your clients already report (e.g. ``"seconds"``, ``"energy"``).
     **options
-        Any other keyword of :class:`~eegrad.flower.EEGradStrategy` (``aggregation`` for the
+        Any other keyword of :class:`~eegrad.flower.EEGradStrategy`: ``departure`` (the one
+        knob of how far the rule leaves your schedule, below), ``aggregation`` for the
         server's cost of a round, ``round_cost="slowest"`` for wall-clock time, ``checkpoint``,
-        ``csv_path``, ``rng``, ``privacy``, …).
+        ``csv_path``, ``rng``, ``privacy``, ….
 
     Returns
     -------
@@ -63,6 +64,18 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
         the rounds whose noise stays in the final model), ends the run before a round it cannot
         afford, logging why, and ``records`` (or ``csv_path``) say what each round asked and
         spent.
+
+    Notes
+    -----
+    **How far it leaves your FedAvg** (:mod:`eegrad.selectors.anchored`). Your schedule is n
+    clients every round (your strategy's ``fraction_train`` of the nodes, at least its
+    ``min_train_nodes``). The rule asks your n in the first rounds; it never asks fewer than
+    ⌈(1 − α)·n⌉ clients a round (α = ``departure``, default 0.5: half your clients), so that no
+    round's noise is more than 1/(1 − α) times your FedAvg round's; it asks fewer than your n
+    only once the rounds have shown, at the upper confidence bound of its fit, that a round's
+    noise is forgotten by the rounds after it, and only where the plan then leaves at least a
+    tenth less noise in the final model; what those rounds save buys more clients in the last
+    rounds. ``departure=0`` is your schedule exactly; ``departure=1``, the plan unbounded.
 
     Examples
     --------

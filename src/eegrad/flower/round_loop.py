@@ -28,7 +28,8 @@ from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
-from ..selectors import BudgetThompson, ProgressThompson, Selector, SpreadThompson
+from ..selectors import AnchoredPlan, AnchoredProgress, Selector, SpreadThompson
+from ..selectors.anchored import DEFAULT_DEPARTURE
 from .budgets import baseline_of
 from .client import SHARE_KEY
 from .driver import RuleDriver
@@ -74,33 +75,38 @@ def record_metrics(row: dict[str, Any]) -> dict[str, int | float]:
 
 
 def default_rule(population: int, spend: Any, *, release_noise: Any = None,
-                 discount: float = 0.9, per_cost: bool = False) -> Selector:  # fmt: skip
+                 discount: float = 0.9, per_cost: bool = False,
+                 departure: float = DEFAULT_DEPARTURE) -> Selector:  # fmt: skip
     r"""The every-round rule a run builds when given none, for K = ``population`` nodes and the
-    arms' per-client spends ``spend``, shape (N,): :class:`~eegrad.ProgressThompson`
-    (``noise_order=2``: the expected decrease of its round, told the rounds left); with a
-    private release (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm
-    n's mean) :class:`~eegrad.SpreadThompson` told it; with a total budget (``per_cost``)
-    :class:`~eegrad.BudgetThompson` (the budget split over the rounds left, or the largest
-    decrease per unit of cost), the release's noise told where there is one."""
+    arms' per-client spends ``spend``, shape (N,): your strategy's schedule, left only as far as
+    the evidence carries (:mod:`eegrad.selectors.anchored`, ``departure`` its α) —
+    :class:`~eegrad.AnchoredPlan` with a total budget (``per_cost``: the budget split over the
+    rounds left, the release's noise told where there is one), :class:`~eegrad.AnchoredProgress`
+    with B a round (``noise_order=2``); with B a round and a private release
+    (``release_noise``, the known variance :math:`d(z_nC/n)^2` it adds to arm n's mean)
+    :class:`~eegrad.SpreadThompson` told it."""
     if per_cost:
-        return BudgetThompson(population=population, spend=spend, discount=discount,
-                              noise_order=DEFAULT_NOISE_ORDER, release_noise=release_noise)
-    extra = {} if release_noise is None else {"release_noise": release_noise}
-    cls = SpreadThompson if release_noise is not None else ProgressThompson
-    return cls(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
-               discount=discount, **extra)  # fmt: skip
+        return AnchoredPlan(population=population, spend=spend, discount=discount,
+                            noise_order=DEFAULT_NOISE_ORDER, release_noise=release_noise,
+                            departure=departure)  # fmt: skip
+    if release_noise is not None:
+        return SpreadThompson(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
+                              discount=discount, release_noise=release_noise)  # fmt: skip
+    return AnchoredProgress(population=population, spend=spend, noise_order=DEFAULT_NOISE_ORDER,
+                            discount=discount, departure=departure)  # fmt: skip
 
 
-def default_rule_name(private: bool, per_cost: bool = False) -> str:
+def default_rule_name(private: bool, per_cost: bool = False,
+                      departure: float = DEFAULT_DEPARTURE) -> str:  # fmt: skip
     """How a checkpoint's fingerprint names the default every-round rule (a run saved under
     an earlier default is refused by name, not resumed with another rule)."""
     if per_cost:
-        return (f"default (BudgetThompson, noise_order={DEFAULT_NOISE_ORDER}, "
-                "local-steps curve, last round the most clients affordable)")  # fmt: skip
+        return (f"default (AnchoredPlan, departure={departure:g}, noise_order="
+                f"{DEFAULT_NOISE_ORDER}, the budget split over the rounds left)")  # fmt: skip
     if private:
         return f"default (SpreadThompson, noise_order={DEFAULT_NOISE_ORDER})"
-    return (f"default (ProgressThompson, noise_order={DEFAULT_NOISE_ORDER}, local-steps curve, "
-            "curvature over sqrt(rounds left), shrunk by its evidence where the steps are equal)")
+    return (f"default (AnchoredProgress, departure={departure:g}, noise_order="
+            f"{DEFAULT_NOISE_ORDER})")
 
 
 def _log_final_results(result: Result, why: str) -> None:
@@ -152,7 +158,7 @@ class RoundLoop(Strategy):
         """The configuration a checkpoint must share (:attr:`fingerprint`)."""
         o, sel = self.options, self.options.given_rule
         default = self.schedule.default_rule_name(
-            default_rule_name(self.release.adds_noise, self.budgeting.per_cost))
+            default_rule_name(self.release.adds_noise, self.budgeting.per_cost, o.departure))
         b = self.budgeting
         return {**b.fingerprint(), "steps": self.schedule.name, "T": self.schedule.T,
                 "round_cost": b.round_cost, "cost_metric": b.cost_metric,
@@ -190,7 +196,7 @@ class RoundLoop(Strategy):
         if sel is None:
             sel = self.schedule.default_rule(lambda: default_rule(
                 state.num_nodes, self.budgeting.spend(N), release_noise=noise,
-                per_cost=self.budgeting.per_cost))  # fmt: skip
+                per_cost=self.budgeting.per_cost, departure=self.options.departure))  # fmt: skip
         T, least = self.schedule.T, sel.min_rounds(N)
         if T < least:  # an index rule's T below 2N: its first pulls alone, round-robin
             fix = "steps='t-rounds' and T" if T == 1 else "T"

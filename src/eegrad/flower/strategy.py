@@ -48,6 +48,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..costs import AggregationCost
 from ..selectors import Selector
+from ..selectors.anchored import DEFAULT_DEPARTURE
 from .budgets import BudgetSpent
 from .driver import RuleDriver
 from .evaluations import EVALUATION_COLUMNS
@@ -100,15 +101,14 @@ class EEGradStrategy(RoundLoop):
     total_budget : float, optional
         The run's total budget (client-hours, energy, money, seconds): the clients are sent no
         share and train as they always do; a round of n costs its clients' reported costs
-        (``round_cost``) plus D(n); n is chosen for the decrease of the loss per unit of cost,
-        and the last round for the final model (the default rule:
-        :class:`~eegrad.BudgetThompson`),
-        among the n the budget left affords even if its
-        clients cost as much as the costliest seen; the run ends before a round it cannot
-        afford so (give a ``num_rounds`` large enough to spend the budget), and the records
-        gain ``budget_left``. Until a client has reported a cost, a round asks one client (two
-        under SecAgg+): no worst case is known before. A budget below one round of
-        n = 1 (c_min + D(1)) is refused. ``steps`` must be ``"every-round"``.
+        (``round_cost``) plus D(n); the budget is split over the rounds (the default rule:
+        :class:`~eegrad.AnchoredPlan`, your strategy's n every round, left only as far as the
+        evidence carries), among the n the budget left affords even if its clients cost as
+        much as the costliest seen; the run ends before a round it cannot afford so, and the
+        records gain ``budget_left``. Until a client has reported a cost, a round asks at most
+        your strategy's own n (one client where it samples otherwise; two under SecAgg+): no
+        worst case is known before. A budget below one round of n = 1 (c_min + D(1)) is
+        refused. ``steps`` must be ``"every-round"``.
     round_cost : {"sum", "slowest"}
         With ``total_budget``: a round costs the sum of its clients' costs (client-hours,
         energy, money) or the slowest client's (wall-clock time, clients in parallel: see
@@ -127,14 +127,14 @@ class EEGradStrategy(RoundLoop):
         ``LinearAggregation(b=0.5, fixed=10.0)``: the clients share B − D(n).
     selector : Selector, optional
         The rule. Default for ``steps="every-round"``: :func:`default_rule`, told the
-        population K and the arms' spends — :class:`~eegrad.ProgressThompson`, which picks n
-        for the expected decrease of its round (the spread gives the noise, the round mean's
-        squared norm the signal, consecutive means the curvature, and the clients' reported
-        ``local-steps`` metric, where every reply of a round has it, the prior of how the signal
-        grows with the share; told before each round the rounds left of ``num_rounds``, and
-        where those steps differ between the arms, it charges a round's noise what of it reaches
-        the run's end), or with ``privacy``
-        :class:`~eegrad.SpreadThompson` told the release's noise; both with ``noise_order=2``
+        population K and the arms' spends, anchored on your strategy's n each round
+        (:mod:`eegrad.selectors.anchored`: ``departure``) — with a total budget
+        :class:`~eegrad.AnchoredPlan`; with B a round :class:`~eegrad.AnchoredProgress`, which
+        picks n for the expected decrease of its round within a factor of your n (the spread
+        gives the noise, the round mean's squared norm the signal, consecutive means the
+        curvature, and the clients' reported ``local-steps`` metric, where every reply of a
+        round has it, the prior of how the signal grows with the share), or with ``privacy``
+        :class:`~eegrad.SpreadThompson` told the release's noise; all with ``noise_order=2``
         (a client's noise :math:`\tau^2/\omega + \kappa^2/\omega^2`, for clients that run
         several local steps on the samples their share buys). For ``steps="t-rounds"``:
         :func:`~eegrad.default_selector`. :class:`~eegrad.FixedArm` gives FedAvg with a fixed
@@ -142,6 +142,12 @@ class EEGradStrategy(RoundLoop):
         the T-round structure. Under ``privacy``, a rule given is told the release's variance of
         every arm, :math:`d(z_n C/n)^2`, by :meth:`~eegrad.Selector.with_release_noise` (a rule
         whose constructor takes ``release_noise`` and was given none is rebuilt with it).
+    departure : float
+        α in [0, 1], the default rule's one knob: how far a round may leave your strategy's n
+        (its ``fraction_train`` of the nodes, at least its ``min_train_nodes``). No round asks
+        fewer than ⌈(1 − α)·n⌉ clients (with B a round, none more than n/(1 − α)); 0 runs your
+        schedule exactly, 1 leaves it as far as the rule's fits say. Default 0.5. Not used with
+        a ``selector`` given.
     steps : {"every-round", "t-rounds"}
         Whether every round steps (the default) or the paper's T query rounds make one step.
     T : int, optional
@@ -243,6 +249,7 @@ class EEGradStrategy(RoundLoop):
         cost_scale: float = 1.0,
         aggregation: AggregationCost | Any = None,
         selector: Selector | None = None,
+        departure: float = DEFAULT_DEPARTURE,
         steps: str = "every-round",
         T: int | None = None,
         server_lr: float = 1.0,
@@ -263,7 +270,7 @@ class EEGradStrategy(RoundLoop):
         parts = strategy_parts(
             budget, c_min, total_budget=total_budget, round_cost=round_cost,
             cost_metric=cost_metric, cost_scale=cost_scale, aggregation=aggregation,
-            selector=selector, steps=steps, T=T, server_lr=server_lr,
+            selector=selector, departure=departure, steps=steps, T=T, server_lr=server_lr,
             damp_exploration=damp_exploration, rng=rng, min_available_nodes=min_available_nodes,
             fraction_evaluate=fraction_evaluate, csv_path=csv_path, checkpoint=checkpoint,
             privacy=privacy, secure_sums=secure_sums, strategy=strategy,

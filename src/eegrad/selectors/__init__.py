@@ -1,5 +1,6 @@
 """Selection rules behind one ask/tell interface."""
 
+from .anchored import AnchoredPlan, AnchoredProgress
 from .base import IndexSelector, ProtocolError, Selector
 from .baselines import FixedArm, Greedy, OptimalArm, RoundRobin
 from .budget import BudgetThompson
@@ -27,6 +28,8 @@ from .spread import SpreadThompson
 __all__ = [
     "DEFAULT_RULE",
     "KLLCB",
+    "AnchoredPlan",
+    "AnchoredProgress",
     "BudgetThompson",
     "ChiSquareLCB",
     "EEGrad",

@@ -192,13 +192,17 @@ class KeptFit:
     so that :math:`1 - a` is estimated by :math:`\sum(\bar u_{t+1}\cdot\bar u_t + v_t) /
     \sum\|\bar u_t\|^2` over the pairs (discounted a round), with :math:`v_t` the round's own
     noise from its spread, shrunk towards 1 (nothing forgotten) as if :data:`KEEP_PRIOR_PAIRS`
-    pairs had shown 1: a few noisy pairs do not swing it."""
+    pairs had shown 1: a few noisy pairs do not swing it. :meth:`bound` is its upper
+    confidence bound, the ratio estimator's standard error from the pairs' residuals."""
 
     def __init__(self, R: int) -> None:
         self._num = np.zeros(R)  # Σ (ū_{t+1}·ū_t + v_t), discounted
         self._den = np.zeros(R)  # Σ ‖ū_t‖², discounted
         self._weight = np.zeros(R)  # Σ 1, discounted (the pairs' evidence)
         self._pairs = np.zeros(R)  # the pairs told (not discounted)
+        # Σ x², Σ xy, Σ y² of the pairs (x = ū_{t+1}·ū_t + v_t, y = ‖ū_t‖²), each discounted
+        # by the square of the discount: the residuals' sum of squares under the weights
+        self._moments = np.zeros((3, R))
         self._last: tuple[np.ndarray, np.ndarray] | None = None  # the last round's (‖ū‖², v)
 
     def forget(self) -> None:
@@ -214,9 +218,12 @@ class KeptFit:
             return
         y0, v0 = last
         ok = np.isfinite(p) & np.isfinite(v0) & (y0 > 0)
-        self._num = np.where(ok, lam * self._num + np.where(ok, p + v0, 0.0), self._num)
-        self._den = np.where(ok, lam * self._den + np.where(ok, y0, 0.0), self._den)
+        x, y = np.where(ok, p + v0, 0.0), np.where(ok, y0, 0.0)
+        self._num = np.where(ok, lam * self._num + x, self._num)
+        self._den = np.where(ok, lam * self._den + y, self._den)
         self._weight = np.where(ok, lam * self._weight + 1.0, self._weight)
+        self._moments = np.where(ok, lam * lam * self._moments + np.stack([x * x, x * y, y * y]),
+                                 self._moments)  # fmt: skip
         self._pairs += ok
 
     def kept(self) -> np.ndarray:
@@ -226,6 +233,21 @@ class KeptFit:
             prior = KEEP_PRIOR_PAIRS * self._den / self._weight  # pairs of a mean ‖ū_t‖²
             keep = np.clip((self._num + prior) / (self._den + prior), 0.0, 1.0)
         return np.where(self._pairs >= CONTRACTION_ROUNDS, keep, np.nan)
+
+    def bound(self, z: float) -> np.ndarray:
+        r"""An upper confidence bound of :math:`1 - \hat a`, shape (R,), in [0, 1]:
+        :meth:`kept` plus ``z`` standard errors of the ratio estimator,
+        :math:`\sqrt{\sum_t w_t^2 (x_t - \hat k y_t)^2} / (\sum_t w_t y_t + \text{prior})`
+        (w the discount's weights, x and y each pair's numerator and denominator terms) — what
+        a plan that must not over-trust the forgetting of early rounds takes (NaN where
+        :meth:`kept` is)."""
+        k = self.kept()
+        xx, xy, yy = self._moments
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prior = KEEP_PRIOR_PAIRS * self._den / self._weight
+            rss = np.maximum(xx - 2.0 * k * xy + k * k * yy, 0.0)
+            se = np.sqrt(rss) / (self._den + prior)
+        return np.where(np.isfinite(k), np.clip(k + z * se, 0.0, 1.0), np.nan)
 
 
 def nonnegative_minimum(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:

@@ -286,6 +286,12 @@ class ProgressModel(NoiseModel):
         end h rounds later shrunk by :math:`(1-a)^{2h}`."""
         return self.kept_fit.kept()
 
+    def kept_bound(self, z: float) -> np.ndarray:
+        r"""An upper confidence bound of :meth:`kept`, ``z`` standard errors above it, shape
+        (R,), in [0, 1] (NaN where :meth:`kept` is;
+        :meth:`~eegrad.selectors.progress_fits.KeptFit.bound`)."""
+        return self.kept_fit.bound(z)
+
     def contraction(self) -> np.ndarray:
         r""":math:`\hat\rho`, shape (R,): the signal level's factor per round, in [0.8, 0.9999]
         (NaN until shown; :class:`~eegrad.selectors.progress_fits.LevelContraction`)."""

@@ -1,0 +1,1 @@
+"""A label-skewed Flower app: FedAvg against eegrad's choose_clients."""
