@@ -31,7 +31,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "bench-readme-table.md"]  # the README's copy of the bench table
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 # The guide's pages include sections of README.md, whose headings start below H2.

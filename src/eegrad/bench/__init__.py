@@ -10,7 +10,8 @@ what a user who retunes would see, tunes the default and each rival at its own r
 them there. It writes ``DIR/bench.csv`` (:data:`~eegrad.bench.runner.COLUMNS`: one row per
 evaluation, every method at your FedAvg's rate), ``DIR/arms.csv`` (n of every round),
 ``DIR/retuned.csv`` and ``DIR/retuned-arms.csv`` (the same at each method's own rate),
-``DIR/tuning.json``, ``DIR/report.md`` with its figure, and ``DIR/bench-runs.csv.gz``, the table
+``DIR/tuning.json``, ``DIR/report.md`` with its figure, ``DIR/readme-table.md`` (the README's
+table of the report's headline), and ``DIR/bench-runs.csv.gz``, the table
 of its baseline runs (:mod:`eegrad.bench.store`). Runs come from the store ``DIR/runs/``, then
 the repository's table, then are run (:class:`~eegrad.bench.tuning.Runs`).
 """

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP", "GROUPS", "TARGETS", "ratio_interval", "report", "summarise", "targets"]
+__all__ = ["BOOTSTRAP", "GROUPS", "TARGETS", "ratio_interval", "readme_table", "report",
+           "summarise", "targets"]
 
 #: The methods shown beside the fixed n, in the tables' order ("last": the best fixed n
 #: given the default's last round).
@@ -161,6 +162,24 @@ def _headline(summary: dict[str, dict[str, Any]]) -> list[str]:
                      ratio_interval([(s["finals"][m]["loss"], s["finals"]["guess"]["loss"])])[1] > 1]
             lines.append(f"| {label} | {LABELS.get(m, m)} | {count} | {r:.3f} ({lo:.3f}–{hi:.3f}) "
                          f"| {pts:+.1f} | {worst[1]:.3f} | {', '.join(worse) or 'none'} |")
+    return lines
+
+
+def readme_table(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """The README's table: per method, over each group, the geometric mean of its final loss
+    over your FedAvg's (95 %) and its accuracy less your FedAvg's (points), at your FedAvg's
+    rate — the headline's numbers (:func:`_headline`), side by side."""
+    head = ["method"]
+    for label in GROUPS.values():
+        head += [f"{label}: loss (95 %)", "accuracy (points)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in (x for x in SHOWN if x != "guess"):
+        cells = [LABELS.get(m, m)]
+        for split in GROUPS:
+            versus = _versus(_group(summary, split), m)
+            cells += (["—", "—"] if versus is None else
+                      [f"{versus[1]:.3f} ({versus[2]:.3f}–{versus[3]:.3f})", f"{versus[4]:+.1f}"])
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -481,6 +500,7 @@ def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
                  "Simulated wall clock at the budget (s):", "", *_clock_table(summary, split), ""]
     text += ["## Tuned learning rates", "", *_rates_table(tuning, grids)]
     text += ["", "## Figures", "", *_figures(summary, arms, out), ""]
+    atomic_write_bytes(out / "readme-table.md", ("\n".join(readme_table(summary)) + "\n").encode())
     path = out / "report.md"
     atomic_write_bytes(path, "\n".join(text).encode())
     return path
