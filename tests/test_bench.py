@@ -680,11 +680,11 @@ def test_a_studys_subclass_of_the_default_rule_runs_as_the_default():
     subclass, built from the default's parameters, runs as the default does (a subclass that
     only records what it is asked: the same arms and losses), and it is refused for methods
     that have no default rule."""
-    from eegrad import ProgressThompson
+    from eegrad import AnchoredProgress
 
     asked = []
 
-    class Recording(ProgressThompson):
+    class Recording(AnchoredProgress):
         def _choose(self):
             arms = super()._choose()
             asked.append(int(arms[0]) + 1)

@@ -505,14 +505,15 @@ def test_a_run_ended_by_its_budget_logs_why_and_flowers_final_results(caplog):
 
 def test_each_round_logs_n_why_and_the_budget(caplog):
     """A line a round: n among the nodes connected, the budget (a share of B, or the budget
-    left), and the rule's reason: its warm-up, its fitted leaders, or the run's last round."""
+    left), and the rule's reason: your strategy's n while the rounds show the model (here no
+    strategy of yours: the arms' middle), its fitted leaders, or the run's last round."""
     logging.getLogger("flwr").setLevel(logging.INFO)
     tf._start(tf._strategy(), LocalGrid(tf._app(), tf.K, seed=2), 5)
     lines = [r.getMessage() for r in caplog.records if "EE-Grad: server round" in r.getMessage()]
     assert len(lines) == 5
     assert "asks n = " in lines[0]
     assert "of 8 nodes connected (a share of" in lines[0]
-    assert "warm-up round 1 of 3" in lines[0]
+    assert "your strategy's n (4) while the rounds show the model" in lines[0]
     assert re.search(r"by the fit: n = \d+ \(", lines[-1])
     caplog.clear()
     s = EEGradStrategy(total_budget=60.0, aggregation=lambda n: 3.0 + 0 * np.asarray(n),

@@ -280,6 +280,7 @@ class AnchoredProgress(ProgressThompson):
         self.warmup_arms = []
 
     def _look_ahead(self, outlook: Outlook, owner: str) -> None:
+        """Take the rounds left and the n your strategy would ask."""
         super()._look_ahead(outlook, owner)
         if outlook.baseline is not None:
             self._baseline = min(self._shape[1], max(1, int(outlook.baseline)))
@@ -298,6 +299,8 @@ class AnchoredProgress(ProgressThompson):
         return min(N, floor_of(b, self.departure)), max(hi, b)
 
     def explain(self, top: int = 3) -> str | None:
+        """Your n while the rounds show the model, then the arms of most fitted decrease and
+        the bounds they are chosen within."""
         lo, hi = self.bounds()
         if self._at_baseline():
             return f"your strategy's n ({self.baseline()}) while the rounds show the model"
