@@ -40,7 +40,8 @@ def main() -> None:
     p.add_argument("--settings", nargs="+")
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args()
-    rates = json.load(open(args.tuning))["your_rate"]
+    with open(args.tuning) as fh:
+        rates = json.load(fh)["your_rate"]
     names = args.settings or [n for n, s in SETTINGS.items() if s.split == "development"]
     for n in names:
         if SETTINGS[n].split != "development":
@@ -48,7 +49,7 @@ def main() -> None:
     todo = [(n, m, s) for n in names for m in ("guess", "default") for s in args.seeds]
     out = Parallel(n_jobs=args.jobs)(delayed(_run)(n, m, s, rates[n]) for n, m, s in todo)
     res = {k: v for k, v in zip(todo, out, strict=True)}
-    pairs, worsts = [], []
+    pairs = []
     for n in names:
         f = {m: np.array([res[(n, m, s)][0] for s in args.seeds]) for m in ("guess", "default")}
         w = {m: np.array([res[(n, m, s)][1] for s in args.seeds]) for m in ("guess", "default")}
