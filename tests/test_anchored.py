@@ -166,3 +166,27 @@ def test_a_schedule_of_yours_that_asks_no_client_is_refused_at_the_start():
                        strategy=FedAvg(fraction_train=0.0, min_train_nodes=0))  # fmt: skip
     EEGradStrategy(total_budget=100.0, cost_metric=None, selector=AnchoredPlan(),
                    strategy=FedAvg(fraction_train=0.0, min_train_nodes=0))  # a rule of yours
+
+
+def test_the_label_skewed_study_app_runs_fedavg_and_eegrad_on_one_federation():
+    """studies/label_skew_app, the practitioner's app the default is judged on (digits split
+    two classes a client, an MLP trained with momentum), runs in this process as under
+    ``flwr run``: FedAvg's rounds ask its 6 of the 20 nodes, and eegrad's first rounds are
+    those 6 too, the server evaluating every round."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    studies = str(Path(__file__).resolve().parents[1] / "studies")
+    sys.path.insert(0, studies)
+    try:
+        import label_skew_local as label_skew  # it puts the app's folder on the path
+    finally:
+        sys.path.remove(studies)
+    rows, arms = label_skew.run_one("fedavg", 0, **{"num-server-rounds": 3})
+    assert [r["round"] for r in rows] == [0, 1, 2, 3]
+    assert all(np.isfinite(r["loss"]) for r in rows)
+    rows, arms = label_skew.run_one("eegrad", 0, **{"num-server-rounds": 3})
+    assert arms == [6, 6, 6]
+    assert len(rows) == 4

@@ -1,7 +1,7 @@
 """The label-skewed app of ``studies/label_skew_app`` in this process: FedAvg against eegrad's
 choose_clients on the same federation, seeds and rate.
 
-    python studies/label_skew.py --seeds 5 [--lr 0.05] [--rounds 15] [--fraction 0.3]
+    python studies/label_skew_local.py --seeds 5 [--lr 0.05] [--rounds 15] [--fraction 0.3]
 
 Each run is the app's own server and client (:mod:`label_skew.server_app`), its grid Flower's
 messages delivered in this process (:class:`eegrad.flower.LocalGrid`); it prints, per strategy,
