@@ -115,3 +115,41 @@ def test_the_guides_quickstart_diff_changes_at_most_five_server_lines_and_runs()
     assert strategy.records[-1]["cost"] == pytest.approx(50.0)
     assert strategy.stopped is None
     assert np.all(np.isfinite(result.arrays["w"].numpy()))
+
+
+def test_a_misspelled_keyword_is_named_as_choose_clients_own_with_the_closest_known():
+    """`choose_clients(..., budjet=90)` names choose_clients (the call the user wrote, not a
+    class it builds) and suggests `budget`."""
+    with pytest.raises(TypeError, match=r"choose_clients\(\) got an unexpected keyword "
+                                        r"argument 'budjet'; did you mean 'budget'\?"):  # fmt: skip
+        choose_clients(FedAvg(fraction_evaluate=0.0), budjet=90)
+    with pytest.raises(TypeError, match="did you mean 'departure'"):
+        choose_clients(FedAvg(fraction_evaluate=0.0), departue=0.3)
+
+
+def test_a_dp_wrapper_is_refused_for_what_it_is_before_the_budget_is_asked_for():
+    """Flower's fixed-n DP wrapper around FedAvg, with no budget: the error says to wrap the
+    inner strategy and pass privacy=CentralDP(...), not that the budget must be given."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping
+
+    from eegrad.flower.inner import UnsupportedStrategyError
+
+    dp = DifferentialPrivacyServerSideFixedClipping(FedAvg(fraction_train=0.5),
+                                                    noise_multiplier=1.0, clipping_norm=1.0,
+                                                    num_sampled_clients=5)  # fmt: skip
+    with pytest.raises(UnsupportedStrategyError, match=r"privacy=CentralDP"):
+        choose_clients(dp)
+
+
+def test_the_quickstart_examples_budget_has_one_meaning():
+    """The shipped quickstart app's config gives no budget (what FedAvg spends) unless the
+    user sets one; a budget of 0 is refused wherever it is given."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "flower_quickstart_app"
+    with open(root / "pyproject.toml", "rb") as fh:
+        config = tomllib.load(fh)["tool"]["flwr"]["app"]["config"]
+    assert "budget" not in config
+    assert 'run_config.get("budget")' in (root / "quickstart" / "server_app.py").read_text()
+    with pytest.raises(ValueError, match="'budget' parameter of choose_clients must be a finite float > 0"):
+        choose_clients(FedAvg(fraction_evaluate=0.0), budget=0)

@@ -27,7 +27,7 @@ def main(grid: Grid, context: Context) -> None:
     # Initialize the strategy: eegrad chooses n, by default within what FedAvg spends (eegrad)
     strategy = choose_clients(FedAvg(fraction_train=fraction_train,
                                      fraction_evaluate=fraction_evaluate),
-                              budget=context.run_config["budget"] or None,
+                              budget=context.run_config.get("budget"),
                               csv_path=context.run_config["csv-path"] or None)
 
     # Start strategy, run FedAvg for `num_rounds`

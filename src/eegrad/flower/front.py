@@ -16,6 +16,7 @@ from flwr.serverapp.strategy import Strategy
 from .._validation import InvalidParameterTypeError, check_real, fail
 from .budgets import FedAvgSpend
 from .client import check_metric_key
+from .inner import inner_kind
 from .strategy import EEGradStrategy
 
 __all__ = ["UNITS", "choose_clients"]
@@ -100,6 +101,8 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
             f"(flwr.serverapp.strategy.Strategy, e.g. FedAvg()). Got {type(strategy).__name__} "
             "instead."
         )
+    _check_options(options)
+    inner_kind(strategy)  # a strategy that cannot take part (a fixed-n DP wrapper), said first
     if budget is None:
         if unit != "trainings":
             raise fail("budget", owner, f"given with unit={unit!r} (your strategy's spend is "
@@ -121,3 +124,22 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
         raise fail("unit", owner, f"one of {UNITS} or the name of a metric your clients "
                    "report", unit)  # fmt: skip
     return EEGradStrategy(strategy=strategy, total_budget=budget, cost_metric=metric, **options)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Refuse a keyword that neither choose_clients nor EEGradStrategy takes, as
+    choose_clients's, naming the closest known keyword."""
+    import difflib
+    import inspect
+
+    known = [k for k in inspect.signature(EEGradStrategy.__init__).parameters if k != "self"]
+    for key in options:
+        if key not in known:
+            ours = ["strategy", "budget", "unit"]
+            close = difflib.get_close_matches(key, ours + known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidParameterTypeError(
+                f"choose_clients() got an unexpected keyword argument {key!r}{hint} It takes "
+                f"{', '.join(ours)} and the keywords of EEGradStrategy ({', '.join(known)})."
+            )
+
