@@ -25,6 +25,20 @@ HIDDEN = 64
 BATCH = 32
 
 
+def glorot(sizes: list[tuple[int, ...]], seed: int) -> np.ndarray:
+    """A flat vector of Glorot-uniform weights (each 2-D size) and zero biases (each 1-D),
+    drawn from the seed's own stream."""
+    rng = np.random.default_rng([seed, 3])
+    parts = []
+    for shape in sizes:
+        if len(shape) == 2:
+            bound = np.sqrt(6.0 / sum(shape))
+            parts.append(rng.uniform(-bound, bound, shape).ravel())
+        else:
+            parts.append(np.zeros(shape))
+    return np.concatenate(parts)
+
+
 @dataclass(frozen=True)
 class Model:
     """A model of ``features`` inputs and ``classes`` outputs: its kind and its sizes."""
@@ -48,15 +62,7 @@ class Model:
         """Zeros for softmax; Glorot-uniform weights and zero biases for the MLP."""
         if self.kind == "softmax":
             return np.zeros(self.dim)
-        rng = np.random.default_rng([seed, 3])
-        parts = []
-        for shape in self.sizes:
-            if len(shape) == 2:
-                bound = np.sqrt(6.0 / sum(shape))
-                parts.append(rng.uniform(-bound, bound, shape).ravel())
-            else:
-                parts.append(np.zeros(shape))
-        return np.concatenate(parts)
+        return glorot(self.sizes, seed)
 
     def _unpack(self, w: np.ndarray) -> list[np.ndarray]:
         out, i = [], 0
@@ -147,15 +153,7 @@ class ConvNet2d:
 
     def initial(self, seed: int) -> np.ndarray:
         """Glorot-uniform weights and zero biases."""
-        rng = np.random.default_rng([seed, 3])
-        parts = []
-        for shape in self.sizes:
-            if len(shape) == 2:
-                bound = np.sqrt(6.0 / sum(shape))
-                parts.append(rng.uniform(-bound, bound, shape).ravel())
-            else:
-                parts.append(np.zeros(shape))
-        return np.concatenate(parts)
+        return glorot(self.sizes, seed)
 
     def _forward(self, w: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, ...]:
         """The logits, the 3×3 patches, the convolution's ReLU and the pooled features."""

@@ -141,13 +141,14 @@ def _group(summary: dict[str, dict[str, Any]], split: str) -> list[dict[str, Any
     return [s for s in summary.values() if s["split"] == split and "guess" in s["finals"]]
 
 
-def _headline(summary: dict[str, dict[str, Any]]) -> list[str]:
+def _headline(summary: dict[str, dict[str, Any]], worst: bool = True) -> list[str]:
     """Per group and method: the geometric mean over the group's settings of the final loss
-    over your FedAvg's, the accuracy difference, the worst round's loss over your FedAvg's
-    worst, and the settings where it is clearly worse (its interval above 1)."""
+    over your FedAvg's, the accuracy difference and (``worst``) the worst round's loss over
+    your FedAvg's worst and the settings where it is clearly worse (its interval above 1)."""
     head = ["group", "method", "settings", "final loss / your FedAvg's (95 %)",
-            "accuracy − your FedAvg's (points)", "worst round / your FedAvg's worst",
-            "clearly worse in"]  # fmt: skip
+            "accuracy − your FedAvg's (points)"]  # fmt: skip
+    if worst:
+        head += ["worst round / your FedAvg's worst", "clearly worse in"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for split, label in GROUPS.items():
         chosen = _group(summary, split)
@@ -156,12 +157,14 @@ def _headline(summary: dict[str, dict[str, Any]]) -> list[str]:
             if versus is None:
                 continue
             count, r, lo, hi, pts = versus
-            worst = _versus(chosen, m, "worst")
-            worse = [n for n, s in summary.items() if s["split"] == split and
-                     _finite(s["finals"], m, "guess") and
-                     ratio_interval([(s["finals"][m]["loss"], s["finals"]["guess"]["loss"])])[1] > 1]
-            lines.append(f"| {label} | {LABELS.get(m, m)} | {count} | {r:.3f} ({lo:.3f}–{hi:.3f}) "
-                         f"| {pts:+.1f} | {worst[1]:.3f} | {', '.join(worse) or 'none'} |")
+            cells = [label, LABELS.get(m, m), str(count), f"{r:.3f} ({lo:.3f}–{hi:.3f})",
+                     f"{pts:+.1f}"]  # fmt: skip
+            if worst:
+                worse = [n for n, s in summary.items() if s["split"] == split and
+                         _finite(s["finals"], m, "guess") and ratio_interval(
+                             [(s["finals"][m]["loss"], s["finals"]["guess"]["loss"])])[1] > 1]
+                cells += [f"{_versus(chosen, m, 'worst')[1]:.3f}", ", ".join(worse) or "none"]
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -342,22 +345,12 @@ def _rounds_line(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _retuned_table(summary: dict[str, dict[str, Any]]) -> list[str]:
-    """Each method at its own tuned rate against your FedAvg at its rate, per group and per
-    setting: what a user who retunes would see."""
-    head = ["group", "method", "settings", "final loss / your FedAvg's (95 %)",
-            "accuracy − your FedAvg's (points)"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for split, label in GROUPS.items():
-        chosen = _group(summary, split)
-        for m in (x for x in SHOWN if x != "guess"):
-            versus = _versus(chosen, m)
-            if versus is not None:
-                count, r, lo, hi, pts = versus
-                lines.append(f"| {label} | {LABELS.get(m, m)} | {count} | {r:.3f} "
-                             f"({lo:.3f}–{hi:.3f}) | {pts:+.1f} |")
-    lines += ["", "| setting | group | method | rate | final loss / your FedAvg's (95 %) |",
-              "|---|---|---|---|---|"]
-    return lines
+    """Each method at its own tuned rate against your FedAvg at its rate, per group (the
+    headline's table of these runs, :func:`_headline`), then the head of the per-setting
+    table: what a user who retunes would see."""
+    return [*_headline(summary, worst=False), "",
+            "| setting | group | method | rate | final loss / your FedAvg's (95 %) |",
+            "|---|---|---|---|---|"]
 
 
 def _retuned_settings(summary: dict[str, dict[str, Any]], rates: dict[str, Any]) -> list[str]:
