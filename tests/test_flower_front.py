@@ -153,3 +153,17 @@ def test_the_quickstart_examples_budget_has_one_meaning():
     assert 'run_config.get("budget")' in (root / "quickstart" / "server_app.py").read_text()
     with pytest.raises(ValueError, match="'budget' parameter of choose_clients must be a finite float > 0"):
         choose_clients(FedAvg(fraction_evaluate=0.0), budget=0)
+
+
+def test_flowers_own_count_lines_are_the_rounds_real_ones(caplog):
+    """Flower's lines under eegrad say what the round did: 3 of the 10 nodes connected asked
+    (not 'out of 3', the view eegrad gives the wrapped strategy), 3 replies received (not the 1
+    reply that stands for them in a linear strategy's aggregate)."""
+    logging.getLogger("flwr").setLevel(logging.INFO)
+    s = choose_clients(FedAvg(fraction_train=0.3, fraction_evaluate=0.0))
+    tb._run(s, tb._quickstart_app(), rounds=2)
+    text = caplog.text
+    assert "configure_train: Sampled 3 nodes (out of 10)" in text
+    assert "aggregate_train: Received 3 results and 0 failures" in text
+    assert "(out of 3)" not in text
+    assert "Received 1 results" not in text

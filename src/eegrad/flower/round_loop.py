@@ -34,6 +34,7 @@ from .budgets import baseline_of
 from .client import SHARE_KEY
 from .driver import RuleDriver
 from .factory import RunOptions
+from .log_counts import round_counts
 from .model_arrays import array_view
 from .nodes import NodeWaiting
 from .privacy import refuse_fixed_n_wrappers
@@ -248,7 +249,8 @@ class RoundLoop(Strategy):
         log(INFO, "EE-Grad: server round %d asks n = %d of %d nodes connected (%s)%s",
             server_round, n, len(nodes), budget.describe(state, n),
             "" if why is None else f"; {why}")  # fmt: skip
-        return self.aggregator.train_messages(server_round, arrays, cfg, grid, chosen)
+        with round_counts(sampled=(len(chosen), len(nodes))):
+            return self.aggregator.train_messages(server_round, arrays, cfg, grid, chosen)
 
     def _next_unaffordable(self, server_round: int) -> RunStopped | None:
         """After a round is charged: why the budget left cannot afford the next round (the
@@ -342,8 +344,9 @@ class RoundLoop(Strategy):
         if replied and rule.done:
             scale = self._step_scale(p.n)
             G = self._as_arrays(rule.result())
-            new_arrays, inner_metrics = self.aggregator.aggregate(p.server_round, p, G, scale,
-                                                                  fold, kept)  # fmt: skip
+            with round_counts(received=(replied, len(failed))):
+                new_arrays, inner_metrics = self.aggregator.aggregate(p.server_round, p, G,
+                                                                      scale, fold, kept)  # fmt: skip
             rule.next_iterate()
             state.steps_taken += 1
         del fold, kept  # nothing of the round is kept past its use
