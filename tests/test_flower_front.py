@@ -167,3 +167,24 @@ def test_flowers_own_count_lines_are_the_rounds_real_ones(caplog):
     assert "aggregate_train: Received 3 results and 0 failures" in text
     assert "(out of 3)" not in text
     assert "Received 1 results" not in text
+
+
+def test_eegrads_own_lines_speak_the_users_words_internals_only_where_set(caplog):
+    """At INFO a default run says its budget, its rule in words and each round's n and why; its
+    internals (T, server lr, the damping, a server cost of none) only where the user set them,
+    and its last round as the run's last, not 'split over the 1 rounds left'."""
+    logging.getLogger("flwr").setLevel(logging.INFO)
+    tb._run(choose_clients(FedAvg(fraction_train=0.3, fraction_evaluate=0.0)),
+            tb._quickstart_app(), rounds=8)  # fmt: skip
+    text = caplog.text
+    assert "Steps:" not in text
+    assert "LinearAggregation(b=0.0)" not in text
+    assert "the rounds left" not in text.split("[ROUND 8/8]")[1].split("\n")[1]
+    assert "1 rounds left" not in text
+    assert "The rule: eegrad's default, your strategy's n each round" in text
+    caplog.clear()
+    tb._run(EEGradStrategy(total_budget=60.0, cost_metric="c", server_lr=0.5,
+                           aggregation=lambda n: 1.0 + 0 * np.asarray(n)),
+            tb._quickstart_app(cost=lambda pid: {"c": 2.0}), rounds=2)  # fmt: skip
+    assert "server lr 0.5" in caplog.text
+    assert "plus the server's D(n)" in caplog.text

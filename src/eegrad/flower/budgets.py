@@ -107,6 +107,14 @@ class FedAvgSpend:
                 "round)")
 
 
+def _server_cost(aggregation: Any) -> str:
+    """The server's cost of a round in words for the log, where there is one: nothing for
+    the default (none), else ", plus the server's D(n) = ..."."""
+    if getattr(aggregation, "b", None) == 0 and getattr(aggregation, "fixed", 0) == 0:
+        return ""
+    return f", plus the server's D(n) = {aggregation!r}"
+
+
 def baseline_of(strategy: Any) -> FedAvgSpend | None:
     """Your strategy's own schedule, where it samples as Flower's FedAvg does (its
     ``fraction_train`` and ``min_train_nodes``: :class:`FedAvgSpend`), else None."""
@@ -283,8 +291,8 @@ class RoundBudget:
 
     def summary(self) -> None:
         """Log the budget (Strategy API's summary)."""
-        log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g, D = %r", self.budget,
-            self.c_min, self.aggregation)  # fmt: skip
+        log(INFO, "\t├──> EE-Grad: budget B = %g per round, c_min = %g%s", self.budget,
+            self.c_min, _server_cost(self.aggregation))  # fmt: skip
 
 
 class TotalBudget:
@@ -528,7 +536,7 @@ class TotalBudget:
                  f"{self.spend_of.fraction_train:g}) spends in the run's rounds"
                  if self.total is None else f"{self.total:g}")  # fmt: skip
         log(INFO, "\t├──> EE-Grad: total budget %s, a round's cost the %s of its clients' "
-            "(%s) plus D = %r", total, self.round_cost, each, self.aggregation)  # fmt: skip
+            "(%s)%s", total, self.round_cost, each, _server_cost(self.aggregation))  # fmt: skip
 
 
 def check_outlook(budgeting: RoundBudget | TotalBudget, rule: Selector,

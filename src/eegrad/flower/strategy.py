@@ -419,12 +419,21 @@ class EEGradStrategy(RoundLoop):
 
     def summary(self) -> None:
         """Log the strategy's settings at the start (Strategy API)."""
-        from logging import INFO
+        from logging import DEBUG, INFO
 
         from flwr.supercore import log
 
         self.budgeting.summary()
-        log(INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration damped: %s", self.steps,
-            self.T, self.settings["server_lr"], self.damp_exploration)  # fmt: skip
-        log(INFO, "\t├──> Selector: %r", self.selector or "default")
+        # internals at INFO only where you set them: every round a step, FedAvg's, undamped
+        plain = (self.steps == "every-round" and self.settings["server_lr"] == 1.0
+                 and not self.damp_exploration)  # fmt: skip
+        log(DEBUG if plain else INFO, "\t├──> Steps: %s (T = %d), server lr %g, exploration "
+            "damped: %s", self.steps, self.T, self.settings["server_lr"],
+            self.damp_exploration)  # fmt: skip
+        if self.selector is None:
+            log(INFO, "\t├──> The rule: eegrad's default, your strategy's n each round left "
+                "only as far as the evidence carries (never fewer than %g %% of it)",
+                100 * (1.0 - self.options.departure))  # fmt: skip
+        else:
+            log(INFO, "\t├──> Selector: %r", self.selector)
         self.aggregator.summary()

@@ -206,5 +206,7 @@ class BudgetAhead:
                  f"{', '.join(str(k) for k in plan[-3:])}")  # fmt: skip
         why = ("what a round's noise the next keeps not yet fitted: an even split"
                if rho is None else f"each round keeps ρ = {rho:.3g} of the last one's noise")
+        if self.rounds_left == 1:
+            return f"the run's last round: the budget left, {self.budget_left:.4g}, on n = {shown}"
         return (f"the budget left, {self.budget_left:.4g}, split over the {self.rounds_left} "
                 f"rounds left for the least noise at the end: n = {shown} ({why})")
