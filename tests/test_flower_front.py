@@ -188,3 +188,13 @@ def test_eegrads_own_lines_speak_the_users_words_internals_only_where_set(caplog
             tb._quickstart_app(cost=lambda pid: {"c": 2.0}), rounds=2)  # fmt: skip
     assert "server lr 0.5" in caplog.text
     assert "plus the server's D(n)" in caplog.text
+
+
+def test_a_budget_below_one_round_is_named_as_given_with_its_parts():
+    """`choose_clients(..., budget=0.5)` names `budget` of choose_clients (what you passed, not
+    EEGradStrategy's total_budget), and the round it cannot afford in its parts."""
+    with pytest.raises(ValueError, match=re.escape(
+            "The 'budget' parameter of choose_clients must be at least one round of n = 1 (one "
+            "training, cost_scale = 1, plus the server's D(1) = 0: 1 in all). Got 0.5 "
+            "instead.")):  # fmt: skip
+        choose_clients(FedAvg(fraction_evaluate=0.0), budget=0.5)

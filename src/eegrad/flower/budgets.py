@@ -331,7 +331,7 @@ class TotalBudget:
 
     def __init__(self, total: float | FedAvgSpend, c_min: float | None, aggregation: Any, *,
                  round_cost: str, cost_metric: str | None, cost_scale: float,
-                 owner: str = "EEGradStrategy") -> None:  # fmt: skip
+                 owner: str = "EEGradStrategy", name: str = "total_budget") -> None:  # fmt: skip
         #: What the total is of, where it is known at the run's start (your FedAvg's spend).
         self.spend_of = total if isinstance(total, FedAvgSpend) else None
         if self.spend_of is not None and cost_metric is not None:
@@ -350,7 +350,7 @@ class TotalBudget:
         self.cost_metric, self.cost_scale = cost_metric, cost_scale
         self._owner = owner
         #: The run's total (None until :meth:`resolve` where it is your FedAvg's spend).
-        self.total = None if self.spend_of is not None else self._checked(total, "total_budget")
+        self.total = None if self.spend_of is not None else self._checked(total, name)
 
     def first_round(self) -> float:
         """The least a round can cost: one client (c_min, or ``cost_scale`` where every reply
@@ -362,10 +362,11 @@ class TotalBudget:
         total = check_real(total, name, self._owner, gt=0)
         first = self.first_round()
         if first > total:
-            unit = ("one training (cost_scale) and D(1)" if self.cost_metric is None else
-                    "c_min + D(1)")  # fmt: skip
-            raise fail(name, self._owner, f"at least one round of n = 1 ({unit} = {first:g})",
-                       total)  # fmt: skip
+            server = float(self.aggregation(np.array([1.0]))[0])
+            client = (f"one training, cost_scale = {self.cost_scale:g}" if self.cost_metric is None
+                      else f"c_min = {self.c_min:g}")  # fmt: skip
+            raise fail(name, self._owner, f"at least one round of n = 1 ({client}, plus the "
+                       f"server's D(1) = {server:g}: {first:g} in all)", total)  # fmt: skip
         return total
 
     def resolve(self, num_rounds: int | None, num_nodes: int) -> None:

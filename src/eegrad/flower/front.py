@@ -14,7 +14,8 @@ from typing import Any
 from flwr.serverapp.strategy import Strategy
 
 from .._validation import InvalidParameterTypeError, check_real, fail
-from .budgets import FedAvgSpend
+from ..costs import LinearAggregation, as_aggregation
+from .budgets import FedAvgSpend, TotalBudget
 from .client import check_metric_key
 from .inner import inner_kind
 from .strategy import EEGradStrategy
@@ -123,6 +124,11 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
     else:
         raise fail("unit", owner, f"one of {UNITS} or the name of a metric your clients "
                    "report", unit)  # fmt: skip
+    if not isinstance(budget, FedAvgSpend):  # checked as you gave it: choose_clients's budget
+        TotalBudget(budget, options.get("c_min"), as_aggregation(options.get("aggregation"),
+                    owner) if options.get("aggregation") is not None else LinearAggregation(),
+                    round_cost=options.get("round_cost", "sum"), cost_metric=metric,
+                    cost_scale=options.get("cost_scale", 1.0), owner=owner, name="budget")  # fmt: skip
     return EEGradStrategy(strategy=strategy, total_budget=budget, cost_metric=metric, **options)
 
 
