@@ -10,17 +10,27 @@ atomically by :mod:`eegrad.flower.checkpointing`); at the start of a run
 consistent, and rewrites the records and evaluations to the rounds it holds; a run that stops
 early says what it keeps (:meth:`RunKeeping.kept`). The strategy reads with no branch for
 whether it keeps any of them.
+
+**One run a file.** From its start to its end a run holds a lock on each file it keeps
+(``<file>.lock`` beside it, :mod:`filelock`: the operating system's lock, so a run that is
+killed leaves no lock held); a second run given one of them is refused at its start, naming the
+run that holds it (its process, host and start time, written in the lock file), before it
+writes or removes anything.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from .._validation import InvalidParameterError, fail
 from ..results import append_row, evaluations_beside, write_table
@@ -54,7 +64,38 @@ class RunKeeping:
                     raise fail("checkpoint", owner, f"another file than {what} (each is "
                                "rewritten: the records would be written over the run's "
                                "checkpoint)", str(checkpoint))  # fmt: skip
+        self._locks: list[FileLock] = []
         self.fresh()
+
+    def lock(self) -> None:
+        """Take the lock of each file this run keeps (``<file>.lock``), or refuse the run,
+        naming the run that holds one; held until :meth:`unlock`."""
+        self.unlock()
+        for name, path in (("csv_path", self.csv_path), ("checkpoint", self.checkpoint)):
+            if path is None:
+                continue
+            lock_path = path.with_name(path.name + ".lock")
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(lock_path), timeout=0)
+            try:
+                lock.acquire()
+            except Timeout:
+                self.unlock()
+                raise InvalidParameterError(
+                    f"The {name!r} of EEGradStrategy, {str(path)!r}, is in use by another run "
+                    f"({_holder(lock_path)}): two runs on one file would interleave their "
+                    "records and overwrite each other's checkpoint. Wait for that run to end, "
+                    f"or give this one another {name}."
+                ) from None
+            self._locks.append(lock)
+            lock_path.write_text(json.dumps({
+                "pid": os.getpid(), "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}) + "\n")  # fmt: skip
+
+    def unlock(self) -> None:
+        """Let go of the locks :meth:`lock` took (a run that ended, or failed)."""
+        while self._locks:
+            self._locks.pop().release()
 
     def fresh(self) -> None:
         """A new run: its evaluations' table empty (:attr:`evaluations`), nothing written yet."""
@@ -68,8 +109,9 @@ class RunKeeping:
     def check_writable(self) -> None:
         """Before the first round trains: each file's folder exists and takes a file (a
         temporary one is written and removed there), so that a run never trains a round it
-        cannot keep; a checkpoint's temporary files left by a write that was killed are
-        removed."""
+        cannot keep; then the files' locks are taken (:meth:`lock`, held until
+        :meth:`unlock`), and a checkpoint's temporary files left by a write that was killed
+        are removed."""
         for name, path in (("csv_path", self.csv_path), ("checkpoint", self.checkpoint)):
             if path is None:
                 continue
@@ -85,7 +127,10 @@ class RunKeeping:
                     f"({type(err).__name__}: {err}); give a file in a folder the run can write, "
                     "before any round trains."
                 ) from err
-            _remove_stale_temporaries(path)
+        self.lock()  # one run a file: nothing of another run's is removed below
+        for path in (self.csv_path, self.checkpoint):
+            if path is not None:
+                _remove_stale_temporaries(path)
 
     @property
     def evaluation_path(self) -> Path | None:
@@ -164,6 +209,16 @@ def _file_path(value: Any, name: str, owner: str) -> Path:
     if path.is_dir():
         raise fail(name, owner, "a file's path, not a folder's", str(value))
     return path
+
+
+def _holder(lock_path: Path) -> str:
+    """The run holding ``lock_path``, as its lock file says (process, host, start)."""
+    try:
+        held = json.loads(lock_path.read_text())
+        return (f"process {held['pid']} on {held['host']}, started {held['started']}; "
+                f"its lock: {lock_path}")  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its lock: {lock_path}"
 
 
 def _remove_stale_temporaries(path: Path) -> None:

@@ -110,6 +110,19 @@ def default_rule_name(private: bool, per_cost: bool = False,
             f"{DEFAULT_NOISE_ORDER})")
 
 
+def _evaluated(out: Any, server_round: int) -> MetricRecord | None:
+    """What ``evaluate_fn`` returned for ``server_round``: a ``MetricRecord`` or None, as
+    Flower's ``Strategy.start`` takes; anything else (a float, the earlier API's
+    ``(loss, metrics)`` tuple) is refused naming the function and the round."""
+    if out is None or isinstance(out, MetricRecord):
+        return out
+    raise TypeError(
+        f"evaluate_fn returned {type(out).__name__} {out!r:.60} at round {server_round}; "
+        "it must return a flwr.app.MetricRecord or None (Flower's Strategy.start API: return "
+        "MetricRecord({'loss': loss, ...}) where the earlier API returned (loss, metrics))."
+    )
+
+
 def _log_final_results(result: Result, why: str) -> None:
     """Log why the run ended before its rounds (once) and its final results, as Flower's
     ``start`` closes a run."""
@@ -418,10 +431,26 @@ class RoundLoop(Strategy):
         columns the run's driver adds; ``timeout``: how long a round waits for its replies, in
         seconds (None: no limit)."""
         check_integer(num_rounds, "num_rounds", "EEGradStrategy.start", ge=1)
+        if not isinstance(initial_arrays, ArrayRecord) or not len(initial_arrays):
+            raise fail("initial_arrays", "EEGradStrategy.start", "an ArrayRecord of the "
+                       "model's arrays, at least one array (the model the clients train)",
+                       initial_arrays if not isinstance(initial_arrays, ArrayRecord)
+                       else "an empty ArrayRecord")  # fmt: skip
         if timeout is not None:
             check_real(timeout, "timeout", "EEGradStrategy.start", gt=0)
         self._fresh_run()
-        self.keeping.check_writable()
+        self.keeping.check_writable()  # and locks: a second start on these files ends here
+        try:
+            return self._resumed_or_given(initial_arrays, num_rounds, min_clients, columns,
+                                          timeout)  # fmt: skip
+        except BaseException:
+            self.keeping.unlock()
+            raise
+
+    def _resumed_or_given(self, initial_arrays: ArrayRecord, num_rounds: int, min_clients: int,
+                          columns: tuple[str, ...], timeout: float | None) -> ArrayRecord:
+        """The run's state set for its start, from the checkpoint where one exists; the model
+        to start from."""
         state = self.state
         state.timeout = None if timeout is None else float(timeout)
         state.min_clients, state.num_rounds = min_clients, int(num_rounds)
@@ -462,7 +491,7 @@ class RoundLoop(Strategy):
             def evaluate(rnd: int, arr: ArrayRecord) -> Any:
                 if rnd == 0 and offset and self.keeping.evaluations.has(offset, "server"):
                     return None  # the checkpoint's model, evaluated by the run that saved it
-                out = evaluate_fn(rnd + offset, arr)
+                out = _evaluated(evaluate_fn(rnd + offset, arr), rnd + offset)
                 if out is not None:
                     seen["evaluate_metrics_serverapp"][rnd + offset] = out
                     self.keeping.evaluations.add(rnd + offset, state.cost, "server", out)
@@ -486,6 +515,7 @@ class RoundLoop(Strategy):
                 done = self.keeping.last_kept(state.server_round)
                 log(ERROR, "EE-Grad: the run stopped after server round %d: %s; %s", done, why,
                     self.keeping.kept(done))  # fmt: skip
+                self.keeping.unlock()
                 raise
         for name in ("train_metrics_clientapp", "evaluate_metrics_clientapp",
                      "evaluate_metrics_serverapp"):  # fmt: skip
@@ -503,8 +533,10 @@ class RoundLoop(Strategy):
         return result
 
     def end_run(self) -> None:
-        """End the run :meth:`begin_run` began: server rounds count from 1 again."""
+        """End the run :meth:`begin_run` began: server rounds count from 1 again, and its
+        files' locks let go."""
         self.state.rounds_done, self.state.num_rounds = 0, None
+        self.keeping.unlock()
 
     # -- evaluate ----------------------------------------------------------------------------------
     def configure_evaluate(

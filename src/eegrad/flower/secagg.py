@@ -390,29 +390,31 @@ def start_secaggplus(
                                   modulus_range=modulus_range, timeout=timeout)  # fmt: skip
     arrays = strategy.begin_run(initial_arrays, num_rounds, min_clients=2,  # SecAgg+: n >= 2
                                 columns=(OUTCOME_COLUMN,), timeout=timeout)  # fmt: skip
-    adapter = SecAggPlusStrategy(strategy, arrays, clip=float(clipping_range),
-                                 norm2_bound=norm2_bound,
-                                 quantization_range=int(quantization_range),
-                                 max_weight=float(max_weight))  # fmt: skip
-    offset = strategy.rounds_done
-    result = Result()
-    result.arrays = arrays
-    if offset < num_rounds:
-        base = context if context is not None else Context(
-            run_id=int(grid.run.run_id), node_id=0, node_config={}, state=RecordDict(),
-            run_config={})  # fmt: skip
-        legacy = LegacyContext(base, config=ServerConfig(num_rounds=num_rounds - offset,
-                                                         round_timeout=timeout),
-                               strategy=adapter)  # fmt: skip
-        try:
-            DefaultWorkflow(fit_workflow=workflow)(grid, legacy)
-        except STOPS as stop:  # a budget of privacy or cost spent: the rounds run stand
-            log(INFO, "EE-Grad: budget reached under SecAgg+. %s", stop)
-            strategy.state.stopped = f"{stop.what}: {stop}"
-        adapter.lose_pending_round()  # a last round that halted
-        result.arrays = adapter.as_record(
-            legacy.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays())
-    result.train_metrics_clientapp = {r: MetricRecord(m)
-                                      for r, m in sorted(strategy.state.metrics.items())}  # fmt: skip
-    strategy.end_run()
+    try:
+        adapter = SecAggPlusStrategy(strategy, arrays, clip=float(clipping_range),
+                                     norm2_bound=norm2_bound,
+                                     quantization_range=int(quantization_range),
+                                     max_weight=float(max_weight))  # fmt: skip
+        offset = strategy.rounds_done
+        result = Result()
+        result.arrays = arrays
+        if offset < num_rounds:
+            base = context if context is not None else Context(
+                run_id=int(grid.run.run_id), node_id=0, node_config={}, state=RecordDict(),
+                run_config={})  # fmt: skip
+            legacy = LegacyContext(base, config=ServerConfig(num_rounds=num_rounds - offset,
+                                                             round_timeout=timeout),
+                                   strategy=adapter)  # fmt: skip
+            try:
+                DefaultWorkflow(fit_workflow=workflow)(grid, legacy)
+            except STOPS as stop:  # a budget of privacy or cost spent: the rounds run stand
+                log(INFO, "EE-Grad: budget reached under SecAgg+. %s", stop)
+                strategy.state.stopped = f"{stop.what}: {stop}"
+            adapter.lose_pending_round()  # a last round that halted
+            result.arrays = adapter.as_record(
+                legacy.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays())
+        result.train_metrics_clientapp = {r: MetricRecord(m)
+                                          for r, m in sorted(strategy.state.metrics.items())}  # fmt: skip
+    finally:
+        strategy.end_run()  # its files' locks let go, whatever ended it
     return result

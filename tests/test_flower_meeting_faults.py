@@ -1,0 +1,88 @@
+"""The faults a campaign found where the strategy's new parts meet (a total budget priced
+for nodes never seen, two runs on one set of files, an older checkpoint against a new initial
+model, a resumed run's wait and ε, replies that claim another node, malformed inputs, the default
+budget with late joiners, the replies' memory). Each test failed before its fix."""
+
+import logging
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
+
+import test_flower as tf
+from flwr.app import Array, ArrayRecord, MetricRecord
+from flwr.serverapp.strategy import FedAvg
+
+from eegrad import FixedArm
+from eegrad._validation import InvalidParameterError
+from eegrad.checkpoint import CheckpointError
+from eegrad.flower import EEGradStrategy, LocalGrid
+
+
+@pytest.fixture(autouse=True)
+def _quiet_flower():
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+
+
+def _model(value=0.0):
+    return ArrayRecord({"w": Array(np.full(tf.D, value))})
+
+
+# -- malformed inputs, refused where they are given --------------------------------------------
+def test_an_empty_initial_model_is_refused_before_any_client_trains():
+    strategy = tf._strategy(selector=FixedArm(2))
+    grid = LocalGrid(tf._app(), tf.K, seed=2)
+    with pytest.raises(InvalidParameterError, match=r"'initial_arrays'.*at least one array"):
+        strategy.start(grid=grid, initial_arrays=ArrayRecord({}), num_rounds=2)
+    assert strategy.records == []
+
+
+@pytest.mark.parametrize("returned", [0.5, (0.5, {"accuracy": 0.9})])
+def test_an_evaluate_fn_that_returns_no_metricrecord_is_named_with_its_round(returned):
+    strategy = tf._strategy(selector=FixedArm(2))
+    grid = LocalGrid(tf._app(), tf.K, seed=2)
+    with pytest.raises(TypeError, match=rf"evaluate_fn returned {type(returned).__name__} "
+                       r".*at round 0; it must return a flwr.app.MetricRecord"):
+        strategy.start(grid=grid, initial_arrays=_model(), num_rounds=2,
+                       evaluate_fn=lambda rnd, arrays: returned)  # fmt: skip
+
+
+# -- one run a file ----------------------------------------------------------------------------
+def test_a_second_run_on_the_same_files_is_refused_naming_the_first(tmp_path):
+    """While run A is in its first round, run B is started on A's records and checkpoint (from
+    A's callback: the same process, as two seeds of one script would): B is refused before it
+    writes or removes anything; A finishes with one record a round and resumes cleanly."""
+    csv, ck = tmp_path / "records.csv", tmp_path / "run.npz"
+    refused = []
+
+    def second_run(report):
+        if report.server_round == 1:
+            other = tf._strategy(selector=FixedArm(2), rng=4, csv_path=csv, checkpoint=ck)
+            with pytest.raises(InvalidParameterError) as err:
+                tf._start(other, LocalGrid(tf._app(), tf.K, seed=2), 3)
+            refused.append(str(err.value))
+            # A's temporary checkpoint, were it being written, is not touched by B
+            assert list(tmp_path.glob(".run.npz.*.tmp")) == []
+
+    first = tf._strategy(selector=FixedArm(2), csv_path=csv, checkpoint=ck, on_round=second_run)
+    tf._start(first, LocalGrid(tf._app(), tf.K, seed=2), 3)
+    assert len(refused) == 1
+    assert "'csv_path' of EEGradStrategy" in refused[0] and "in use by another run" in refused[0]
+    assert f"process {__import__('os').getpid()}" in refused[0]
+    rounds = [int(line.split(",")[0]) for line in csv.read_text().splitlines()[1:]]
+    assert rounds == [1, 2, 3]
+    # the run has ended: its files are free, and the same configuration resumes (nothing to run)
+    again = tf._strategy(selector=FixedArm(2), csv_path=csv, checkpoint=ck)
+    tf._start(again, LocalGrid(tf._app(), tf.K, seed=2), 3)
+    assert len(again.records) == 3
+
+
+def test_a_run_that_fails_lets_go_of_its_files(tmp_path):
+    csv = tmp_path / "records.csv"
+    failing = tf._strategy(selector=FixedArm(2), csv_path=csv)
+    with pytest.raises(TypeError, match="evaluate_fn"):
+        failing.start(grid=LocalGrid(tf._app(), tf.K, seed=2), initial_arrays=_model(),
+                      num_rounds=2, evaluate_fn=lambda rnd, arrays: 1.0)  # fmt: skip
+    tf._start(tf._strategy(selector=FixedArm(2), csv_path=csv), LocalGrid(tf._app(), tf.K,
+                                                                          seed=2), 2)  # fmt: skip
