@@ -4,6 +4,7 @@ model, a resumed run's wait and ε, replies that claim another node, malformed i
 budget with late joiners, the replies' memory). Each test failed before its fix."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -11,13 +12,11 @@ import pytest
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
 import test_flower as tf
-from flwr.app import Array, ArrayRecord, MetricRecord
-from flwr.serverapp.strategy import FedAvg
+from flwr.app import Array, ArrayRecord
 
 from eegrad import FixedArm
 from eegrad._validation import InvalidParameterError
-from eegrad.checkpoint import CheckpointError
-from eegrad.flower import EEGradStrategy, LocalGrid
+from eegrad.flower import LocalGrid
 
 
 @pytest.fixture(autouse=True)
@@ -68,8 +67,9 @@ def test_a_second_run_on_the_same_files_is_refused_naming_the_first(tmp_path):
     first = tf._strategy(selector=FixedArm(2), csv_path=csv, checkpoint=ck, on_round=second_run)
     tf._start(first, LocalGrid(tf._app(), tf.K, seed=2), 3)
     assert len(refused) == 1
-    assert "'csv_path' of EEGradStrategy" in refused[0] and "in use by another run" in refused[0]
-    assert f"process {__import__('os').getpid()}" in refused[0]
+    assert "'csv_path' of EEGradStrategy" in refused[0]
+    assert "in use by another run" in refused[0]
+    assert f"process {os.getpid()}" in refused[0]
     rounds = [int(line.split(",")[0]) for line in csv.read_text().splitlines()[1:]]
     assert rounds == [1, 2, 3]
     # the run has ended: its files are free, and the same configuration resumes (nothing to run)
