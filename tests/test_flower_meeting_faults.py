@@ -16,6 +16,7 @@ from flwr.app import Array, ArrayRecord
 
 from eegrad import FixedArm
 from eegrad._validation import InvalidParameterError
+from eegrad.checkpoint import CheckpointError
 from eegrad.flower import LocalGrid
 
 
@@ -86,3 +87,27 @@ def test_a_run_that_fails_lets_go_of_its_files(tmp_path):
                       num_rounds=2, evaluate_fn=lambda rnd, arrays: 1.0)  # fmt: skip
     tf._start(tf._strategy(selector=FixedArm(2), csv_path=csv), LocalGrid(tf._app(), tf.K,
                                                                           seed=2), 2)  # fmt: skip
+
+
+# -- an older run's checkpoint against a new initial model --------------------------------------
+def test_a_checkpoint_of_a_run_from_another_initial_model_is_refused(tmp_path, caplog):
+    """Same names, shapes and dtypes, other values: the checkpoint is another run's, refused
+    naming the fix; the same initial model resumes (a finished run says so, once)."""
+    ck = tmp_path / "run.npz"
+    strategy = tf._strategy(selector=FixedArm(2), checkpoint=ck)
+    strategy.start(grid=LocalGrid(tf._app(), tf.K, seed=2), initial_arrays=_model(0.0),
+                   num_rounds=3)  # fmt: skip
+    fresh = tf._strategy(selector=FixedArm(2), checkpoint=ck)
+    with pytest.raises(CheckpointError, match=r"started from another initial model.*give the "
+                       r"initial model that run started from"):
+        fresh.start(grid=LocalGrid(tf._app(), tf.K, seed=2), initial_arrays=_model(1.0),
+                    num_rounds=3)  # fmt: skip
+    caplog.set_level(logging.INFO, logger="flwr")
+    same = tf._strategy(selector=FixedArm(2), checkpoint=ck)
+    result = same.start(grid=LocalGrid(tf._app(), tf.K, seed=2), initial_arrays=_model(0.0),
+                        num_rounds=3)  # fmt: skip
+    assert not np.array_equal(result.arrays["w"].numpy(), np.zeros(tf.D))  # the run's model
+    said = [r.getMessage() for r in caplog.records if "EE-Grad" in r.getMessage()]
+    assert not any("continuing at round 4 of 3" in line for line in said)
+    assert any("has done 3 rounds, num_rounds = 3: its final model is returned" in line
+               for line in said)  # fmt: skip

@@ -15,6 +15,7 @@ fresh one built for the saved K and d. This module knows the state and the finge
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,25 @@ from ..checkpoint import (
 )
 from .state import RunState
 
-__all__ = ["SavedRun", "check_fingerprint", "check_state", "model_fingerprint", "read_run", "restore_run",
-           "save_run"]  # fmt: skip
+__all__ = ["SavedRun", "check_fingerprint", "check_state", "model_digest", "model_fingerprint",
+           "read_run", "restore_run", "save_run"]  # fmt: skip
 
 
 def model_fingerprint(model: dict[str, np.ndarray]) -> list[list[Any]]:
     """The model's arrays as a fingerprint names them: [name, shape, dtype] each."""
     return [[k, list(a.shape), np.dtype(a.dtype).str] for k, a in model.items()]
+
+
+def model_digest(model: dict[str, np.ndarray]) -> str:
+    """The model's values as a fingerprint names them: the SHA-256 of every array's name,
+    dtype, shape and bytes, in order (two initial models of the same names and shapes differ
+    here where their values do)."""
+    digest = hashlib.sha256()
+    for name, a in model.items():
+        a = np.ascontiguousarray(a)
+        digest.update(f"{name}|{np.dtype(a.dtype).str}|{a.shape}|".encode())
+        digest.update(a.tobytes())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def save_run(path: str | Path, fingerprint: dict[str, Any], state: RunState,
@@ -140,9 +153,10 @@ def check_state(saved: SavedRun) -> None:
 def check_fingerprint(saved: SavedRun, fingerprint: dict[str, Any],
                       model: dict[str, np.ndarray]) -> None:  # fmt: skip
     """Refuse (:class:`~eegrad.checkpoint.CheckpointError`) a checkpoint whose fingerprint
-    differs from this run's (``fingerprint`` and the ``model`` it starts from), naming every
-    difference."""
-    here = {**fingerprint, "model arrays": model_fingerprint(model)}
+    differs from this run's (``fingerprint`` and the initial ``model`` it starts from: its
+    arrays' names, shapes and dtypes, and its values' digest), naming every difference."""
+    here = {**fingerprint, "model arrays": model_fingerprint(model),
+            "initial model": model_digest(model)}  # fmt: skip
     older = [k for k in here if k not in saved.fingerprint]
     if older:
         raise CheckpointError(
@@ -152,6 +166,13 @@ def check_fingerprint(saved: SavedRun, fingerprint: dict[str, Any],
         )
     keys = list(saved.fingerprint) + [k for k in here if k not in saved.fingerprint]
     differ = [k for k in keys if saved.fingerprint.get(k) != here.get(k)]
+    if differ == ["initial model"]:
+        raise CheckpointError(
+            f"The checkpoint {saved.path} continues a run that started from another initial "
+            "model (its arrays' names, shapes and dtypes agree, their values differ): give the "
+            "initial model that run started from to resume it, or another checkpoint (or "
+            f"remove {saved.path}) to train this model afresh."
+        )
     if differ:
         what = "; ".join(f"{k}: {saved.fingerprint.get(k)!r} in the checkpoint, "
                          f"{here.get(k)!r} here" for k in differ)  # fmt: skip

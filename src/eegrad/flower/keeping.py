@@ -34,7 +34,14 @@ from filelock import FileLock, Timeout
 
 from .._validation import InvalidParameterError, fail
 from ..results import append_row, evaluations_beside, write_table
-from .checkpointing import check_fingerprint, check_state, read_run, restore_run, save_run
+from .checkpointing import (
+    check_fingerprint,
+    check_state,
+    model_digest,
+    read_run,
+    restore_run,
+    save_run,
+)
 from .evaluations import EvaluationTable
 from .state import RunState
 
@@ -101,6 +108,8 @@ class RunKeeping:
         """A new run: its evaluations' table empty (:attr:`evaluations`), nothing written yet."""
         #: The run's evaluations, written beside the records (:mod:`eegrad.flower.evaluations`).
         self.evaluations = EvaluationTable(self.evaluation_path)
+        #: The digest of the model the run started from (:func:`begin`), in its checkpoint.
+        self.initial_model: str | None = None
         #: The last round whose checkpoint was written (None: none this run).
         self.saved_round: int | None = None
         #: The last round whose record reached ``csv_path`` (None: none this run).
@@ -132,6 +141,11 @@ class RunKeeping:
             if path is not None:
                 _remove_stale_temporaries(path)
 
+    def begin(self, initial: dict[str, np.ndarray]) -> None:
+        """A run starts from the model ``initial`` (its arrays by name): its digest goes into
+        every checkpoint, so that a run given another initial model does not resume it."""
+        self.initial_model = model_digest(initial)
+
     @property
     def evaluation_path(self) -> Path | None:
         """Where the evaluations are written: ``<stem>-evaluation.csv`` beside ``csv_path``."""
@@ -155,7 +169,8 @@ class RunKeeping:
                 append_row(self.csv_path, state.records[-1], columns)
             self.written_round = state.server_round
         if self.checkpoint is not None:
-            save_run(self.checkpoint, fingerprint, state, snapshot())
+            save_run(self.checkpoint, {**fingerprint, "initial model": self.initial_model},
+                     state, snapshot())  # fmt: skip
             self.saved_round = state.server_round
 
     def resume(self, state: RunState, fingerprint: dict[str, Any],

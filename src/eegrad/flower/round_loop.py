@@ -457,15 +457,22 @@ class RoundLoop(Strategy):
         self.columns = self._base_columns + tuple(c for c in columns
                                                   if c not in self._base_columns)  # fmt: skip
         arrays = initial_arrays
+        self.keeping.begin({k: array_view(arrays[k]) for k in arrays})
         if self.keeping.resumes:  # the checkpoint's state, its rule set up for its K and d
             model = self.keeping.resume(state, self.fingerprint,
                                         {k: array_view(arrays[k]) for k in arrays},
                                         self._setup, self.columns)  # fmt: skip
             self.aggregator.load_state(state.inner)
             arrays = ArrayRecord({k: Array(np.ascontiguousarray(a)) for k, a in model.items()})
-            log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; continuing "
-                "at round %d of %d", self.keeping.checkpoint, state.server_round,
-                state.server_round + 1, num_rounds)  # fmt: skip
+            if state.server_round < num_rounds:
+                log(INFO, "EE-Grad: resumed from checkpoint %s after server round %d; "
+                    "continuing at round %d of %d", self.keeping.checkpoint, state.server_round,
+                    state.server_round + 1, num_rounds)  # fmt: skip
+            else:
+                log(WARNING, "EE-Grad: the checkpoint %s holds a run that has done %d rounds, "
+                    "num_rounds = %d: its final model is returned and no round runs (give "
+                    "another checkpoint, or remove it, to train anew)", self.keeping.checkpoint,
+                    state.server_round, num_rounds)  # fmt: skip
         state.rounds_done, state.latest = state.server_round, arrays
         return arrays
 
@@ -482,9 +489,7 @@ class RoundLoop(Strategy):
         offset, state.evaluates = state.rounds_done, evaluate_fn is not None
         seen: dict[str, dict[int, MetricRecord]] = {"evaluate_metrics_serverapp": {},
                                                    "evaluate_metrics_clientapp": state.evaluated}
-        if offset >= num_rounds:
-            log(INFO, "EE-Grad: the checkpoint is at round %d >= num_rounds = %d: nothing to run",
-                offset, num_rounds)  # fmt: skip
+        if offset >= num_rounds:  # the checkpoint's run is done (said when it was read)
             result = Result()
             result.arrays = arrays
         else:
