@@ -3,6 +3,7 @@ for nodes never seen, two runs on one set of files, an older checkpoint against 
 model, a resumed run's wait and ε, replies that claim another node, malformed inputs, the default
 budget with late joiners, the replies' memory). Each test failed before its fix."""
 
+import copy
 import logging
 import os
 
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's test command)
 
 import test_flower as tf
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord
 
 from eegrad import FixedArm
 from eegrad._validation import InvalidParameterError
@@ -111,3 +112,59 @@ def test_a_checkpoint_of_a_run_from_another_initial_model_is_refused(tmp_path, c
     assert not any("continuing at round 4 of 3" in line for line in said)
     assert any("has done 3 rounds, num_rounds = 3: its final model is returned" in line
                for line in said)  # fmt: skip
+
+
+# -- replies checked against the node asked ------------------------------------------------------
+class _Echoing(LocalGrid):
+    """A LocalGrid that returns each train reply twice: the copy claims the next node and
+    carries the reply's arrays + 100 (a replayed or forged reply)."""
+
+    def pull_messages(self, message_ids):
+        out = []
+        for reply in super().pull_messages(message_ids):
+            out.append(reply)
+            if reply.metadata.message_type == "train" and not reply.has_error():
+                forged = copy.deepcopy(reply)  # the same message id answered
+                for record in forged.content.array_records.values():
+                    for key in list(record):
+                        record[key] = Array(record[key].numpy() + 100.0)
+                src = int(reply.metadata.src_node_id)
+                forged.metadata.__dict__["_src_node_id"] = self.node_ids[
+                    (self.node_ids.index(src) + 1) % len(self.node_ids)]
+                out.append(forged)
+        return out
+
+
+def test_a_reply_that_claims_another_node_or_answers_twice_is_not_folded(caplog):
+    """Each of 3 asked nodes replies, and a forged copy of each (another node's id, +100 on its
+    arrays) answers the same message: the model is the honest run's, 3 replies are counted,
+    and each forged copy is said."""
+    caplog.set_level(logging.WARNING, logger="flwr")
+    honest = tf._strategy(selector=FixedArm(3))
+    tf._start(honest, LocalGrid(tf._app(), tf.K, seed=2), 2)
+    echoed = tf._strategy(selector=FixedArm(3))
+    result = tf._start(echoed, _Echoing(tf._app(), tf.K, seed=2), 2)
+    assert [r["clients_replied"] for r in echoed.records] == [3, 3]
+    np.testing.assert_allclose(result.arrays["w"].numpy(),
+                               tf._start(tf._strategy(selector=FixedArm(3)),
+                                         LocalGrid(tf._app(), tf.K, seed=2), 2).arrays["w"].numpy())
+    said = [r.getMessage() for r in caplog.records if "not folded" in r.getMessage()]
+    assert len(said) == 6  # 3 a round
+    assert "claims node" in said[0]
+
+
+def test_a_reply_from_a_node_not_asked_is_said_and_recorded():
+    """aggregate_train handed a reply from a node the round did not ask (a driver other than
+    Flower's loop): not folded, said, and listed among the round's failed nodes."""
+    strategy = tf._strategy(selector=FixedArm(2))
+    grid = LocalGrid(tf._app(), tf.K, seed=2)
+    strategy.begin_run(_model(), 1)
+    messages = list(strategy.configure_train(1, _model(), ConfigRecord(), grid))
+    replies = list(grid.send_and_receive(messages))
+    asked = {int(m.metadata.dst_node_id) for m in messages}
+    stranger = next(n for n in grid.node_ids if n not in asked)
+    replies[1].metadata.__dict__["_src_node_id"] = stranger
+    strategy.aggregate_train(1, replies)
+    row = strategy.records[-1]
+    assert row["clients_replied"] == 1
+    assert str(stranger) in row["failed_nodes"].split()

@@ -22,16 +22,21 @@ own ``send_and_receive`` does.
 **Whose reply.** Every reply is named by the node its message was sent to. A SuperLink that finds
 a node unavailable answers for it with an error reply of its own (source: the SuperLink's node
 id); such a reply is named by the node it stands for, so that a dead node is named once, by its
-own id.
+own id. A reply that claims another node than the one its message was sent to (neither that
+node nor the SuperLink), or answers a message already answered, is not yielded, and said: a
+replayed or forged reply is never folded under the asked node's name.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from logging import WARNING
 from typing import Any
 
 from flwr.app import Message
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.supercore import log
 
 __all__ = ["POLL_SECONDS", "REPLIES_AT_ONCE", "PullingGrid", "pull_replies"]
 
@@ -73,6 +78,7 @@ def _named_by_destination(reply: Message, node: int) -> Message:
 def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float | None,
             poll_seconds: float, at_once: int) -> Iterator[Message]:  # fmt: skip
     synchronous = bool(getattr(grid, "synchronous", False))
+    answered: set[str] = set()
     while pending:
         came = set()
         for i in range(0, len(pending), at_once):
@@ -82,7 +88,10 @@ def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float |
             while replies:
                 reply = replies.pop()
                 mid = _answered(reply, asked)
+                if not _from_the_asked(reply, sent_to[mid], mid in answered):
+                    continue
                 came.add(mid)
+                answered.add(mid)
                 reply = _named_by_destination(reply, sent_to[mid])
                 yield reply
                 del reply  # the caller has folded it: nothing of it is kept here
@@ -91,6 +100,22 @@ def _pulled(grid: Any, pending: list[str], sent_to: dict[str, int], end: float |
             return
         if not came:
             time.sleep(poll_seconds)
+
+
+def _from_the_asked(reply: Message, node: int, again: bool) -> bool:
+    """Whether ``reply`` is the one answer of the node its message was sent to (or the
+    SuperLink's error reply standing for it); a reply claiming another node, or a second
+    answer to the same message (``again``), is said and not folded."""
+    source = int(reply.metadata.src_node_id)
+    if source not in (node, SUPERLINK_NODE_ID):
+        log(WARNING, "EE-Grad: a reply to the message sent to node %d claims node %d: not "
+            "folded (a reply counts for the node asked, once)", node, source)  # fmt: skip
+        return False
+    if again:
+        log(WARNING, "EE-Grad: a second reply to the message sent to node %d: not folded (a "
+            "reply counts for the node asked, once)", node)  # fmt: skip
+        return False
+    return True
 
 
 def _answered(reply: Message, asked: list[str]) -> str:

@@ -309,7 +309,7 @@ class RoundLoop(Strategy):
         asked = set(p.nodes)
         fold = self.new_fold()
         kept: list[Message] = []  # the replies, for an inner strategy that needs every one
-        failed, answered = [], set()
+        failed, answered, folded, strangers = [], set(), set(), []
         try:
             for m in replies:  # each folded into running sums and dropped: O(d), FedAvg's cost
                 node = m.metadata.src_node_id
@@ -318,17 +318,25 @@ class RoundLoop(Strategy):
                     failed.append(node)
                     log(INFO, "node %d failed at round %d: %s", node, server_round,
                         m.error.reason)  # fmt: skip
-                elif node in asked:
+                elif node in asked and node not in folded:
                     fold.add(m)
+                    folded.add(node)
                     if self.aggregator.keeps_replies:
                         kept.append(m)
+                else:  # a node not asked (recorded among the failed), or folded already
+                    if node not in asked:
+                        strangers.append(node)
+                    log(WARNING, "EE-Grad: a reply from node %d, %s at round %d, is not folded",
+                        node, "already folded" if node in folded else "not asked",
+                        server_round)  # fmt: skip
                 del m  # before the next: the fold keeps none (a pull holds at most 8)
         except Exception:  # a reply that cannot be used ends the run; nothing is left pending
             state.rule.withdraw()
             state.pending = None
             raise
         timed_out = [nid for nid in p.nodes if nid not in answered]
-        return self.finish_round(fold, failed + timed_out, kept=kept, timed_out=timed_out)
+        return self.finish_round(fold, failed + timed_out + strangers, kept=kept,
+                                 timed_out=timed_out)  # fmt: skip
 
     def finish_round(self, fold: RoundFold, failed: list[int], *, kept: Sequence[Message] = (),
                      extra: dict[str, Any] | None = None, timed_out: Sequence[int] = (),
