@@ -168,3 +168,25 @@ def test_a_reply_from_a_node_not_asked_is_said_and_recorded():
     row = strategy.records[-1]
     assert row["clients_replied"] == 1
     assert str(stranger) in row["failed_nodes"].split()
+
+
+# -- a resumed private run's ε is the uninterrupted one's, to the last digit ---------------------
+@pytest.mark.parametrize("stop_after", [6, 7])
+def test_a_resumed_private_runs_epsilon_is_the_uninterrupted_ones_exactly(tmp_path, stop_after):
+    """The default rule's arms over 8 rounds (several distinct events): the uninterrupted run
+    composed them round by round, the resumed one restores each distinct event as one
+    composition; ε is a function of the ledger alone, so the records are equal, bit for bit
+    (they differed in the last digit: 250.49494647742142 against 250.49494647742145)."""
+    from eegrad.flower import CentralDP
+
+    dp = CentralDP(noise_multiplier=0.3, clipping_norm=1.0, delta=1e-5)
+    full = tf._strategy(privacy=dp)
+    tf._start(full, LocalGrid(tf._app(), tf.K, seed=2), 8)
+    assert len({r["arm"] for r in full.records}) > 1  # several distinct events
+    ck = tmp_path / "run.npz"
+    tf._start(tf._strategy(privacy=dp, checkpoint=ck), LocalGrid(tf._app(), tf.K, seed=2),
+              stop_after)  # fmt: skip
+    resumed = tf._strategy(privacy=dp, checkpoint=ck)
+    tf._start(resumed, LocalGrid(tf._app(), tf.K, seed=2), 8)
+    assert [r["epsilon"] for r in resumed.records] == [r["epsilon"] for r in full.records]
+    assert resumed.records == full.records

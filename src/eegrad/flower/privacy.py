@@ -317,6 +317,9 @@ class PrivateRounds:
     The rounds' events are kept as a ledger of distinct events and their counts (RDP composes
     by addition, in any order), which is what the checkpoint saves: a resumed run restores its
     accountant with one composition a distinct event (at most N a K), whatever the rounds done.
+    A round's charge rebuilds the accountant from the ledger the same way, so that ε is a
+    function of the ledger alone, equal to the last digit in a run and its resumed copy (adding
+    an event's RDP round by round rounds otherwise than adding it times its count).
     """
 
     def __init__(self, dp: CentralDP, N: int, population: int, rng: np.random.Generator):
@@ -362,15 +365,14 @@ class PrivateRounds:
         reply is still counted: never less private than stated), its sampling ratio that of n
         of the ``present`` nodes connected (:meth:`sample_size`); a round that would take ε past
         ``max_epsilon`` is undone and raises :class:`PrivacyBudgetExhausted`. One composition a
-        round: Flower's ``would_exceed`` replays every earlier one, which a run of thousands of
-        rounds cannot afford."""
+        distinct event (at most N), not one a round done: Flower's ``would_exceed`` replays
+        every earlier round, which a run of thousands of rounds cannot afford."""
         dp = self.dp
         spent = self.epsilon()
         event = dp.event(self.sample_size(n, present), self.population, float(self.z[n - 1]))
         key = (float(event.noise_multiplier), int(event.sample_size))
-        self.accountant.compose(event)
         self._ledger[key] = self._ledger.get(key, 0) + 1
-        self._version += 1
+        self._restore()  # ε of the ledger alone: a resumed run's, to the last digit
         projected = self.epsilon()
         if dp.max_epsilon is not None and projected > dp.max_epsilon:
             self._ledger[key] -= 1
