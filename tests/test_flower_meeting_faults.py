@@ -190,3 +190,32 @@ def test_a_resumed_private_runs_epsilon_is_the_uninterrupted_ones_exactly(tmp_pa
     tf._start(resumed, LocalGrid(tf._app(), tf.K, seed=2), 8)
     assert [r["epsilon"] for r in resumed.records] == [r["epsilon"] for r in full.records]
     assert resumed.records == full.records
+
+
+# -- a resumed run goes on where the uninterrupted one would -------------------------------------
+def test_an_uninterrupted_run_with_fewer_nodes_than_min_available_goes_on():
+    """min_available_nodes = 2 (as FedAvg's): the uninterrupted run, down to one node after
+    round 2, goes on with it (the resumed run below must do as it does)."""
+    import test_flower_faults as ff
+
+    def one_left(after):
+        return ff._Leaving(tf._app(), tf.K, seed=2, gone=tf.K - 1, after=after)
+
+    uninterrupted = tf._strategy(selector=FixedArm(2), min_available_nodes=2)
+    ff._in_thread(lambda: tf._start(uninterrupted, one_left(2), 4), seconds=60)
+    assert [r["nodes_connected"] for r in uninterrupted.records] == [8, 8, 1, 1]
+
+
+def test_a_resumed_run_does_not_wait_for_nodes_the_uninterrupted_run_went_on_without(tmp_path):
+    """Resumed after round 2 with one node connected, the run goes on with it as the
+    uninterrupted one did (it waited for ever for min_available_nodes = 2)."""
+    import test_flower_faults as ff
+
+    ck = tmp_path / "run.npz"
+    tf._start(tf._strategy(selector=FixedArm(2), min_available_nodes=2, checkpoint=ck),
+              LocalGrid(tf._app(), tf.K, seed=2), 2)  # fmt: skip
+    resumed = tf._strategy(selector=FixedArm(2), min_available_nodes=2, checkpoint=ck)
+    grid = ff._Leaving(tf._app(), tf.K, seed=2, gone=tf.K - 1, after=0)
+    ff._in_thread(lambda: tf._start(resumed, grid, 4), seconds=20)
+    assert [r["nodes_connected"] for r in resumed.records] == [8, 8, 1, 1]
+    assert [r["clients_replied"] for r in resumed.records][2:] == [1, 1]

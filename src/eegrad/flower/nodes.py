@@ -1,11 +1,11 @@
 """Which nodes a round may ask, as a part :class:`~eegrad.flower.EEGradStrategy` holds: the
 nodes connected, waited for before the run's first round, and what the log says of them.
 
-Before the run's first round (a resumed run's too) :meth:`NodeWaiting.connected` waits for
-``min_available_nodes`` (the wrapped strategy's, where it has one) and for the nodes the rule
-needs (two for a rule that learns from a spread); later rounds ask among the nodes connected,
-so that a node that dies never stalls the run, and a round with fewer than planned says so
-once. The rule is set up for the K of the first round (:meth:`NodeWaiting.planned`); a node
+Before the run's first round :meth:`NodeWaiting.connected` waits for ``min_available_nodes``
+(the wrapped strategy's, where it has one) and for the nodes the rule needs (two for a rule that
+learns from a spread); later rounds, a resumed run's first included, ask among the nodes
+connected, as the uninterrupted run would, so that a node that dies never stalls the run, and a
+round with fewer than planned says so once. The rule is set up for the K of the first round (:meth:`NodeWaiting.planned`); a node
 that connects later is asked as any other, a round asking at most K (said once).
 """
 
@@ -44,18 +44,19 @@ class NodeWaiting:
 
     def connected(self, grid: Any, state: RunState, server_round: int) -> list[int]:
         """The nodes connected now, sorted: before the run's first round, at least
-        ``min_available_nodes`` and the rule's need; later, the fewest a round can run (1, or 2
-        under SecAgg+). A round with fewer than planned, or more than the rule's K, says so
+        ``min_available_nodes`` and the rule's need; later (a resumed run's rounds too), the
+        fewest a round can run (1, or 2 under SecAgg+). A round with fewer than planned, or more than the rule's K, says so
         once; its record's ``nodes_connected`` says how many."""
+        fresh = state.first_round and not state.rounds_done  # a resumed run is past its first
         wait_for = (max(self.min_available_nodes, self.rule_needs, state.min_clients)
-                    if state.first_round else state.min_clients)  # fmt: skip
+                    if fresh else state.min_clients)  # fmt: skip
         waited = 0.0
         while len(nodes := sorted(int(i) for i in grid.get_node_ids())) < wait_for:
             if waited % 10.0 == 0.0:  # every 10 s, not every poll
                 log(INFO, "Waiting for nodes: %d of %d connected", len(nodes), wait_for)
             time.sleep(1.0)
             waited += 1.0
-        if not state.first_round:
+        if not fresh:
             self._say(state, server_round, len(nodes))
         state.nodes_connected = len(nodes)
         return nodes
