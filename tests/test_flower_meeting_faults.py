@@ -14,6 +14,7 @@ pytest.importorskip("flwr")  # the 'flower' extra (installed by the README's tes
 
 import test_flower as tf
 from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.serverapp.strategy import FedAvg
 
 from eegrad import FixedArm
 from eegrad._validation import InvalidParameterError
@@ -219,3 +220,46 @@ def test_a_resumed_run_does_not_wait_for_nodes_the_uninterrupted_run_went_on_wit
     ff._in_thread(lambda: tf._start(resumed, grid, 4), seconds=20)
     assert [r["nodes_connected"] for r in resumed.records] == [8, 8, 1, 1]
     assert [r["clients_replied"] for r in resumed.records][2:] == [1, 1]
+
+
+# -- the default budget follows the nodes your FedAvg would sample -------------------------------
+class _Joining(LocalGrid):
+    """A LocalGrid whose nodes connect late: ``first`` of them at the first round, all from the
+    second on."""
+
+    def __init__(self, *args, first=3, **kw):
+        super().__init__(*args, **kw)
+        self.first, self.rounds, self._all = first, 0, list(self.node_ids)
+
+    def get_node_ids(self):
+        return self._all if self.rounds >= 1 else self._all[: self.first]
+
+    def push_messages(self, messages, *, timeout=None):
+        messages = list(messages)
+        if messages and messages[0].metadata.message_type == "train":
+            self.rounds += 1
+        return super().push_messages(messages, timeout=timeout)
+
+
+def test_the_default_budget_says_it_is_kept_when_nodes_join_later(caplog):
+    """3 of 10 nodes at round 1, all 10 from round 2, 8 rounds, FedAvg(fraction_train=0.5):
+    the budget is what it spends among the 3 (2 a round, 16), kept for the run because the rule
+    plans for the K of its first round; the start says so and how to count the others, the
+    round where more connect says the budget stays (it said neither), and the run lasts its 8
+    rounds (its rule anchored on FedAvg's 5 a round among the 10 and spent the 16 by round 6)."""
+    import test_flower_total_budget as tb
+
+    from eegrad.flower import choose_clients
+
+    caplog.set_level(logging.INFO, logger="flwr")
+    strategy = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0))
+    strategy.start(grid=_Joining(tb._quickstart_app(), tb.K, seed=2), initial_arrays=tb._model(),
+                   num_rounds=8)  # fmt: skip
+    assert [r["nodes_connected"] for r in strategy.records] == [3] + [10] * 7
+    assert strategy.records[-1]["cost"] <= 16
+    said = [r.getMessage() for r in caplog.records]
+    start = next(line for line in said if "EE-Grad: budget: 16 client trainings" in line)
+    assert "kept for the run if more join (wait for them with min_available_nodes=" in start
+    joined = [line for line in said if "10 nodes connected, more than the K = 3" in line]
+    assert len(joined) == 1
+    assert "a budget of your FedAvg's spend" in joined[0]

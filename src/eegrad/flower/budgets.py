@@ -56,7 +56,10 @@ class FedAvgSpend:
     ``num_rounds``, each round training :math:`\max(\lfloor K f\rfloor, m)` of the K nodes
     connected (Flower's ``FedAvg.configure_train``: f its ``fraction_train``, m its
     ``min_train_nodes``). Known when the run starts (its rounds) and its first round's nodes
-    connect: :meth:`TotalBudget.resolve`.
+    connect (:meth:`TotalBudget.resolve`), and kept for the run, said in its line: the rule
+    plans for the K nodes of its first round (a round asks at most K), so nodes that join
+    later are asked as any other but add no budget; a run that waits for them
+    (``min_available_nodes``) counts them.
 
     Parameters
     ----------
@@ -381,7 +384,9 @@ class TotalBudget:
                            "spend (the rounds it is counted over)", None)  # fmt: skip
             self.total = self._checked(spec.total(num_rounds, num_nodes) * self.cost_scale,
                                        "budget")  # fmt: skip
-            log(INFO, "EE-Grad: budget: %s", spec.describe(num_rounds, num_nodes))
+            log(INFO, "EE-Grad: budget: %s, the nodes connected at the start; kept for the "
+                "run if more join (wait for them with min_available_nodes=, or give budget=)",
+                spec.describe(num_rounds, num_nodes))  # fmt: skip
         if num_rounds is not None and self.cost_metric is None:
             most = num_rounds * (num_nodes * self.cost_scale
                                  + float(self.aggregation(np.array([float(num_nodes)]))[0]))

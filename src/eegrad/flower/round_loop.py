@@ -239,7 +239,10 @@ class RoundLoop(Strategy):
         state.first_round = False
         rule, budget = state.rule, self.budgeting
         least = min(state.min_clients, rule.N, len(nodes))
-        yours = None if self.baseline is None else self.baseline.per_round(len(nodes))
+        # your strategy's n among the nodes connected, at most the K the rule (and a budget of
+        # your FedAvg's spend) was set up for: nodes that join later add no planned rounds' n
+        yours = (None if self.baseline is None
+                 else self.baseline.per_round(min(len(nodes), state.num_nodes)))  # fmt: skip
         most = budget.at_most(state, rule.N, least, server_round, baseline=yours)
         most = min(rule.N if most is None else most, len(nodes))
         n = rule.ask(least, most, budget.outlook(state, server_round, state.num_rounds,
