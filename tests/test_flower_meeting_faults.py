@@ -262,4 +262,43 @@ def test_the_default_budget_says_it_is_kept_when_nodes_join_later(caplog):
     assert "kept for the run if more join (wait for them with min_available_nodes=" in start
     joined = [line for line in said if "10 nodes connected, more than the K = 3" in line]
     assert len(joined) == 1
-    assert "a budget of your FedAvg's spend" in joined[0]
+    assert "as was a budget of your FedAvg's spend, which stays" in joined[0]
+
+
+# -- a folded reply is let go at once, not at the cyclic collector's pass ------------------------
+def test_a_folded_replys_arrays_are_freed_as_it_is_folded_without_the_cyclic_collector(
+        monkeypatch):
+    """Flower's RecordDict refers to itself through its typed views (a reference cycle), so a
+    reply's arrays waited for the cyclic collector: with it off, every round's n replies
+    stayed (about 80 model sizes at K = 2,000). Now none of a round's replies' arrays outlives
+    the round, with the collector off."""
+    import gc
+    import weakref
+
+    from eegrad.flower import round_loop
+
+    refs = []
+    new_fold = round_loop.RoundLoop.new_fold
+
+    def spying(self):
+        fold = new_fold(self)
+        add = fold.add
+
+        def add_and_watch(m):
+            refs.append(weakref.ref(m.content["arrays"]))
+            return add(m)
+
+        fold.add = add_and_watch
+        return fold
+
+    monkeypatch.setattr(round_loop.RoundLoop, "new_fold", spying)
+    alive = []
+    strategy = tf._strategy(selector=FixedArm(tf.K),
+                            on_round=lambda r: alive.append(sum(w() is not None for w in refs)))
+    gc.disable()
+    try:
+        tf._start(strategy, LocalGrid(tf._app(), tf.K, seed=2), 3)
+    finally:
+        gc.enable()
+    assert len(refs) == 3 * tf.K
+    assert alive == [0, 0, 0]

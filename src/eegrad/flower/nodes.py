@@ -71,8 +71,8 @@ class NodeWaiting:
             state.said_fewer = True
         if state.num_nodes is not None and connected > state.num_nodes and not state.said_more:
             log(WARNING, "EE-Grad: server round %d: %d nodes connected, more than the K = %d "
-                "the rule and a budget of your FedAvg's spend were set up for at the run's "
-                "start; each may be asked, a round at most %d of them, the budget as it was "
-                "(start with min_available_nodes=%d for the rule to plan for them all)",
+                "the rule was set up for at the run's start (as was a budget of your FedAvg's "
+                "spend, which stays); each may be asked, a round at most %d of them (start "
+                "with min_available_nodes=%d for the rule to plan for them all)",
                 server_round, connected, state.num_nodes, state.rule.N, connected)  # fmt: skip
             state.said_more = True

@@ -326,6 +326,8 @@ class RoundLoop(Strategy):
                     folded.add(node)
                     if self.aggregator.keeps_replies:
                         kept.append(m)
+                    else:  # folded: its records go now (Flower's RecordDict is a reference
+                        m.content.clear()  # cycle, which waited for the cyclic collector)
                 else:  # a node not asked (recorded among the failed), or folded already
                     if node not in asked:
                         strangers.append(node)
