@@ -224,15 +224,15 @@ def test_a_resumed_run_does_not_wait_for_nodes_the_uninterrupted_run_went_on_wit
 
 # -- the default budget follows the nodes your FedAvg would sample -------------------------------
 class _Joining(LocalGrid):
-    """A LocalGrid whose nodes connect late: ``first`` of them at the first round, all from the
-    second on."""
+    """A LocalGrid whose nodes connect late: ``first`` of them for the first ``after`` rounds,
+    all from then on."""
 
-    def __init__(self, *args, first=3, **kw):
+    def __init__(self, *args, first=3, after=1, **kw):
         super().__init__(*args, **kw)
-        self.first, self.rounds, self._all = first, 0, list(self.node_ids)
+        self.first, self.after, self.rounds, self._all = first, after, 0, list(self.node_ids)
 
     def get_node_ids(self):
-        return self._all if self.rounds >= 1 else self._all[: self.first]
+        return self._all if self.rounds >= self.after else self._all[: self.first]
 
     def push_messages(self, messages, *, timeout=None):
         messages = list(messages)
@@ -302,3 +302,27 @@ def test_a_folded_replys_arrays_are_freed_as_it_is_folded_without_the_cyclic_col
         gc.enable()
     assert len(refs) == 3 * tf.K
     assert alive == [0, 0, 0]
+
+
+# -- a total budget is a promise: nodes never seen are not many in one round ---------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_budget_of_samples_is_not_overspent_by_clients_that_join_costlier(seed, caplog):
+    """budget = 2,000 samples; 6 clients of 50 samples for 3 rounds, then 4 of 2,000 samples
+    join: the run ends within one client's cost of its budget (round 4 asked 6 of the 10, the
+    round's cap pricing a node never seen at the costliest seen, 50), and says why a round asks
+    few of the nodes that joined."""
+    import test_flower_total_budget as tb
+
+    from eegrad.flower import choose_clients
+
+    caplog.set_level(logging.INFO, logger="flwr")
+    strategy = choose_clients(FedAvg(fraction_train=1.0, fraction_evaluate=0.0), budget=2000,
+                              unit="samples", rng=seed)  # fmt: skip
+    app = tb._quickstart_app(cost=lambda pid: {"num-examples": 50 if pid < 6 else 2000})
+    strategy.start(grid=_Joining(app, tb.K, seed=2, first=6, after=3),
+                   initial_arrays=tb._model(), num_rounds=30)  # fmt: skip
+    assert strategy.records[-1]["cost"] <= 2000 + 2000
+    joined = [r for r in strategy.records if r["nodes_connected"] == tb.K]
+    assert joined  # the late nodes were reached
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "never reported a cost" in said

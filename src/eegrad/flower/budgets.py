@@ -161,6 +161,8 @@ class RoundBudget:
     columns: tuple[str, ...] = ()
     #: Whether every reply must report its cost.
     cost_required = False
+    #: Whether a node's cost is unknown until it reports one (B a round: its share is known).
+    prices_unseen = False
 
     def __init__(self, budget: float, c_min: float | None, aggregation: Any, *,
                  cost_metric: str, cost_scale: float = 1.0, round_cost: str = "sum",
@@ -354,6 +356,10 @@ class TotalBudget:
         self._owner = owner
         #: The run's total (None until :meth:`resolve` where it is your FedAvg's spend).
         self.total = None if self.spend_of is not None else self._checked(total, name)
+        #: Whether a node's cost is unknown until it reports one (a cost metric; client
+        #: trainings each cost ``cost_scale``, known before any): late nodes are then asked a
+        #: few at a time (:mod:`eegrad.flower.newcomers`).
+        self.prices_unseen = cost_metric is not None
 
     def first_round(self) -> float:
         """The least a round can cost: one client (c_min, or ``cost_scale`` where every reply

@@ -36,6 +36,7 @@ from .driver import RuleDriver
 from .factory import RunOptions
 from .log_counts import round_counts
 from .model_arrays import array_view
+from .newcomers import limit_newcomers, note_joined
 from .nodes import NodeWaiting
 from .privacy import refuse_fixed_n_wrappers
 from .pulling import PullingGrid
@@ -228,6 +229,7 @@ class RoundLoop(Strategy):
         state = self.state
         server_round += state.rounds_done
         nodes = self.nodes.connected(grid, state, server_round)
+        note_joined(state, nodes, server_round)
         keys = list(arrays.keys())
         model = [array_view(arrays[k]) for k in keys]  # the model's arrays, in their dtypes
         if state.rule is None:  # K: the nodes connected, or the more the run waited for
@@ -249,6 +251,8 @@ class RoundLoop(Strategy):
                                                  baseline=yours))  # fmt: skip
         self.release.charge(state, server_round, n, len(nodes))
         pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
+        if budget.prices_unseen:  # late nodes of unknown cost: a few a round (newcomers.py)
+            pick = limit_newcomers(state, nodes, pick, server_round, state.streams.sampling)
         chosen = [nodes[i] for i in sorted(pick)]
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round

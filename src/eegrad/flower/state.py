@@ -126,6 +126,10 @@ class RunState:
     client_costs : dict
         With a total budget: each node's latest reported cost, by node id
         (:class:`~eegrad.flower.round_costs.RoundCosts`).
+    joined : dict
+        The server round at which each node was first connected, by node id (the nodes that
+        joined after the run's first round are asked a few at a time while their cost is
+        unknown: :mod:`eegrad.flower.newcomers`).
     rounds_done, num_rounds, min_clients, timeout : int, int, int, float
         The session (not saved): the rounds a resumed run had done at its start, the run's last
         server round, the fewest clients a round can run (2 under SecAgg+), how long a round
@@ -134,6 +138,8 @@ class RunState:
         Whether the next round is the run's first (it waits for the nodes), whether fewer or
         more nodes than planned were said, whether replies without local steps were said, the
         nodes connected at the pending round.
+    said_newcomers : bool
+        Whether a round's cut of late nodes of unknown cost was said.
     pending : PendingRound or None
         The round asked whose replies are not yet folded.
     latest, evaluated, evaluates : ArrayRecord, dict, bool
@@ -156,6 +162,7 @@ class RunState:
     private: PrivateRounds | None = None
     inner: dict[str, Any] | None = None
     client_costs: dict[int, float] = field(default_factory=dict)
+    joined: dict[int, int] = field(default_factory=dict)
     # -- the run's session: set by its start and its rounds, not saved (a resume sets it anew)
     rounds_done: int = 0
     num_rounds: int | None = None
@@ -165,6 +172,7 @@ class RunState:
     said_fewer: bool = False
     said_more: bool = False
     said_no_steps: bool = False
+    said_newcomers: bool = False
     nodes_connected: int | None = None
     pending: PendingRound | None = None
     latest: Any = None
@@ -183,7 +191,8 @@ class RunState:
                 "sampling_rng": self.streams.sampling, "noise_rng": self.streams.noise,
                 "evaluate_rng": self.streams.evaluate, "rule": self.rule,
                 "inner": self.inner,
-                "client_costs": {str(k): v for k, v in self.client_costs.items()}}  # fmt: skip
+                "client_costs": {str(k): v for k, v in self.client_costs.items()},
+                "joined": {str(k): v for k, v in self.joined.items()}}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Set the state from :meth:`state_dict`'s values; the rule's driver (and the private
@@ -202,4 +211,5 @@ class RunState:
                 self.private.load_state_dict(state["accountant"])
         self.inner = state["inner"]
         self.client_costs = {int(k): float(v) for k, v in state["client_costs"].items()}
+        self.joined = {int(k): int(v) for k, v in state["joined"].items()}
 
