@@ -168,7 +168,7 @@ def control_variate_mean(
         Groups of the delete-a-group jackknife that gives the standard error. With heavy
         tails the residual standard deviation s(X − β̂Y)/√R is optimistic — in the Figure 1
         setting at T = 50 the spread of 16 independent replicates of R = 2000 was 1.2–1.5 times
-        its average (``benchmarks/memory_replicates.py``) — because β̂'s error multiplies
+        its average (``studies/memory_replicates.py``) — because β̂'s error multiplies
         Ȳ − E Y, which is large; the jackknife carries that error (there the spread was
         0.9–1.1 times its average). One sample's standard error still varies with the sample,
         as heavy tails make it.

@@ -77,7 +77,7 @@ class FixedSchedule(Selector):
     """The clients of each round by a fixed schedule, the last n kept to the end.
 
     FedAvg's rounds at a scheduled n: beside the default and the fixed n it measures what a
-    run gains by switching n (``benchmarks/fixed_schedules.py``, the studies).
+    run gains by switching n (``studies/fixed_schedules.py``, the studies).
 
     Parameters
     ----------

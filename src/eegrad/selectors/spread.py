@@ -37,7 +37,7 @@ a round*.
 
 **Several local steps** (``noise_order=2``). A client that runs E local epochs on the same
 :math:`\omega` samples returns an update whose noise falls faster than :math:`1/\omega`
-(``benchmarks/local_epochs_noise.py`` measures it); the second-order expansion of
+(``studies/local_epochs_noise.py`` measures it); the second-order expansion of
 :mod:`eegrad.spread` adds :math:`\kappa^2 \sum_i p_i^2/\omega_i^2` to :math:`v_n` and the
 column :math:`(n-1)\sum_i\omega_i^{-2}` to the pair sum's design, and the fit is of
 :math:`\theta = (S^2, \tau^2, \kappa^2)`. With one local step the model's :math:`\kappa^2` is

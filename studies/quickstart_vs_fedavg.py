@@ -12,7 +12,7 @@ compare the means over ``--reps``.
 
 Usage::
 
-    python benchmarks/quickstart_vs_fedavg.py --rounds 10 --supernodes 10 --reps 3
+    python studies/quickstart_vs_fedavg.py --rounds 10 --supernodes 10 --reps 3
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ paired by seed. Flower's own ``FedAvg.start`` runs the baseline (Python's ``rand
 seed, as it samples with it); both on the bench's in-process grid and clients
 (:mod:`eegrad.bench.runner`), whose clients train E epochs on their own data::
 
-    python benchmarks/your_fedavg.py --setting digits-mlp-20 --rounds 20 --fraction 0.5 \\
+    python studies/your_fedavg.py --setting digits-mlp-20 --rounds 20 --fraction 0.5 \\
         --seeds 6 --lr 0.1
 
 prints one line a seed and the geometric mean of the loss ratio with its 95 % interval (a

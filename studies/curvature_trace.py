@@ -6,10 +6,10 @@ rule that records, after every round is told, the round's n, the squared norm of
 costs Λ_g and Λ_ξ as the rule uses them (:meth:`eegrad.ProgressThompson.curvature`), and the
 prior 1/(2x*) they fall back on; and prints them with the run's training loss::
 
-    python benchmarks/curvature_trace.py cnn-e1 --seeds 19 24
+    python studies/curvature_trace.py cnn-e1 --seeds 19 24
 
 ``--unshrunk`` traces the rule before the costs were shrunk towards their prior where the
-steps are equal (``unshrunk-curvature`` of ``benchmarks/rule_candidates.py``).
+steps are equal (``unshrunk-curvature`` of ``studies/rule_candidates.py``).
 """
 
 from __future__ import annotations

@@ -10,13 +10,13 @@ loss, the geometric mean over seeds of its loss over the default's with a 95 % i
 (the log-ratios' mean ± 1.96 standard errors, so an interval clear of 1 is a paired difference
 the seeds show), and the median n of its rounds after the warm-up::
 
-    python benchmarks/round_mode_candidates.py --jobs 2
+    python studies/round_mode_candidates.py --jobs 2
 
 With ``--calibration`` it runs the default alone and gives, by bands of n, each round's noise
 as its own spread measured it over the noise the default's model predicted for that n before
 the round (the mean over rounds; 1 where the model is calibrated)::
 
-    python benchmarks/round_mode_candidates.py --calibration
+    python studies/round_mode_candidates.py --calibration
 
 The seeds are the bench's tuning seeds and those after them (1000–1009 by default), never its
 reported ones. About 9 minutes on 2 cores at 10 seeds; the studies page's table is of 20

@@ -9,7 +9,7 @@ Two questions the single run of ``eegrad reproduce memory`` cannot answer about 
 2. Does the rule told the horizon beat the anytime rule? The same replicates pooled
    (R = 32000 per rule) give estimates with a few-times smaller error than one study run.
 
-Usage: ``python benchmarks/memory_replicates.py``
+Usage: ``python studies/memory_replicates.py``
 """
 
 from __future__ import annotations

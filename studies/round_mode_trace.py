@@ -7,7 +7,7 @@ costs (Λ_g, Λ_ξ), the weight of their charge (1/√h where it applies), wheth
 local steps were told, and at a few n the fitted signal s_n, the fitted noise v_n and the
 objective D_n. Then the run's final training loss and accuracy, and every n asked::
 
-    python benchmarks/round_mode_trace.py mnist1d-mlp-50-round --seed 1000 --lr 1
+    python studies/round_mode_trace.py mnist1d-mlp-50-round --seed 1000 --lr 1
 
 The seeds are the bench's tuning seeds (or others), never its reported ones.
 """

@@ -14,7 +14,7 @@ Per m and E it prints
 * the least-squares fit of the variance to τ²/m + κ²/m² (weights 1/var², i.e. relative
   errors) and its largest relative error.
 
-Usage: ``python benchmarks/local_epochs_noise.py`` (the ``torch``, ``flower`` and ``examples``
+Usage: ``python studies/local_epochs_noise.py`` (the ``torch``, ``flower`` and ``examples``
 extras).
 """
 

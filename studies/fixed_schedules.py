@@ -5,8 +5,8 @@ and the last n to the end. Each runs as a candidate beside the default (no warm-
 FedAvg's step at the scheduled n), on the card's seeds, and is compared, paired by seed, with
 the best fixed n and with the default::
 
-    python benchmarks/fixed_schedules.py --seeds 60 --out DIR --setting cnn-e3 6x20,15 6x28,15
-    python benchmarks/fixed_schedules.py --seeds 30 --out DIR --setting mlp-minibatch \\
+    python studies/fixed_schedules.py --seeds 60 --out DIR --setting cnn-e3 6x20,15 6x28,15
+    python studies/fixed_schedules.py --seeds 30 --out DIR --setting mlp-minibatch \\
         2x20,6 2x28,6
 
 The studies page (``docs/guide/federated-studies.md``) reports what they measured: switching,

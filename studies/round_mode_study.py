@@ -13,7 +13,7 @@ guessed n, 10 % of K) and every fixed n of the bench's grid. Each at every learn
 ``--lrs`` on the seeds given (the bench's tuning seeds by default, never its reported ones):
 the table gives each method's mean final training loss at its best rate, over the guess's::
 
-    python benchmarks/round_mode_study.py --jobs 2
+    python studies/round_mode_study.py --jobs 2
 
 Runs are not stored; a rate that diverges is a run of infinite loss, as in the bench. About
 10 minutes on 2 cores.

@@ -10,7 +10,7 @@ change of the training loss that one round makes (± its standard error over the
 the signal and noise of the round's update ū, as the rule's model names them: s_n =
 ‖E ū‖² (the squared norm of the draws' mean, less its noise's share) and v_n = E‖ū − E ū‖²::
 
-    python benchmarks/round_mode_one_round.py mnist1d-mlp-50-round --lr 1 --along 7
+    python studies/round_mode_one_round.py mnist1d-mlp-50-round --lr 1 --along 7
 
 The seed is one of the bench's tuning seeds (or another), never a reported one. What it
 measures: whether the n that gains most in one round is the n that a run of fixed n does best

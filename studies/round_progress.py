@@ -18,7 +18,7 @@ replacement, each spending its share, as the setting's ClientApp does) and repor
 It measures what a rule that picks n for the next round's decrease aims at, against the best
 fixed n of a whole run (the scorecard). Run by hand, e.g.::
 
-    python benchmarks/round_progress.py minibatch-drift --n0 3 --rounds 80 --ns 1 2 3 5 8 12 20
+    python studies/round_progress.py minibatch-drift --n0 3 --rounds 80 --ns 1 2 3 5 8 12 20
 """
 
 from __future__ import annotations

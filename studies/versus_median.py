@@ -8,7 +8,7 @@ and with ``--before STORE`` sets beside it that store's default (the runs of an 
 default, on the same seeds and the same fixed n) and the two defaults' own paired difference,
 every number in % of the best fixed n's loss, ± its standard error over the seeds::
 
-    python benchmarks/versus_median.py DIR/runs cnn-e1 cnn-e3 --seeds 60 --before OLD/runs
+    python studies/versus_median.py DIR/runs cnn-e1 cnn-e3 --seeds 60 --before OLD/runs
 
 Each run's final loss is the card's window (:func:`eegrad.examples.scorecard.final_losses`).
 """

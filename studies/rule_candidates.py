@@ -5,26 +5,26 @@ and runs on the default's random streams (the clients sampled, their batches, th
 so that its paired difference to the default measures the rule and not the streams. The
 studies page (``docs/guide/federated-studies.md``) reports what they measured::
 
-    python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
+    python studies/rule_candidates.py --seeds 30 --out DIR \\
         --candidates mean-noise no-one mean-for-one wide warm-20-6 nnls signal-spread scalar-rate \\
         --settings fedsgd local-steps overheads cnn-e1 cnn-e3 mlp-minibatch minibatch-drift
-    python benchmarks/rule_candidates.py --seeds 30 --out DIR \\
+    python studies/rule_candidates.py --seeds 30 --out DIR \\
         --candidates flat-steps fitted-steps --settings fedsgd overheads cnn-e1 cnn-e3
-    python benchmarks/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
+    python studies/rule_candidates.py --seeds 30 --out DIR --candidates end-model \\
         --settings quickstart fixed-cost wall-clock long-budget
-    python benchmarks/rule_candidates.py --seeds 60 --out DIR --candidates unshrunk-curvature \
+    python studies/rule_candidates.py --seeds 60 --out DIR --candidates unshrunk-curvature \
         zero-curvature-prior --settings cnn-e1 cnn-e3
-    python benchmarks/rule_candidates.py --seeds 60 --out DIR --candidates several-steps-horizon \
+    python studies/rule_candidates.py --seeds 60 --out DIR --candidates several-steps-horizon \
         --settings cnn-e3
-    python benchmarks/rule_candidates.py --seeds 30 --out DIR --without-fixed \
+    python studies/rule_candidates.py --seeds 30 --out DIR --without-fixed \
         --candidates shrunk-curvature --settings local-steps mlp-minibatch minibatch-drift
-    python benchmarks/mnist_candidates.py one-step --split shards --seeds 10
+    python studies/mnist_candidates.py one-step --split shards --seeds 10
 
 ``--without-fixed`` runs the default and the candidates alone, no fixed n, and prints each
 candidate's paired difference in % of the default's loss (a screen, without the yardstick).
 
 The ``one-step`` family (the curve flat where the clients take one local step) is measured in
-the MNIST study of ``eegrad example flower`` by ``benchmarks/mnist_candidates.py``.
+the MNIST study of ``eegrad example flower`` by ``studies/mnist_candidates.py``.
 
 Runs are saved under ``DIR/runs`` as the card saves them (a rerun takes them again), so a
 store copied from a card's ``--out`` runs only the candidates.

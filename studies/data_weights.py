@@ -3,13 +3,13 @@
 The scorecard's clients (``budgeted_train``, ``budgeted_torch_train``) report as their weight,
 ``num-examples``, the samples their share bought. Where a share buys less than a client holds,
 FedAvg's round mean then weights the clients by what their devices afford, not by their data, as
-the training loss does: ``benchmarks/round_progress.py`` measures the round mean's first-order
+the training loss does: ``studies/round_progress.py`` measures the round mean's first-order
 decrease g·E ū falling with n under those weights and level under the data sizes. This script
 runs FedAvg at every fixed n of a card's settings with every reply's ``num-examples`` replaced
 by the client's data size, in a store of their own, so that each fixed n's loss can be set
 beside the card's own::
 
-    python benchmarks/data_weights.py --seeds 10 --out DIR --settings fedsgd overheads cnn-e1
+    python studies/data_weights.py --seeds 10 --out DIR --settings fedsgd overheads cnn-e1
 
 and prints every fixed n's mean final loss. The default is not run: its noise model reads the
 weights as the samples used (τ²/ω), which this replacement falsifies.

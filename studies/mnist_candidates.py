@@ -1,11 +1,11 @@
 """A variant of the default rule in the MNIST study of ``eegrad example flower``.
 
-Runs the study's default federation with a candidate of ``benchmarks/rule_candidates.py`` as
+Runs the study's default federation with a candidate of ``studies/rule_candidates.py`` as
 its rule (``eegrad.examples.flower.run``'s ``selector``, on the default's random streams) on
 one split, and prints each seed's final objective gap (the mean of the last 10 % of rounds, as
 the study reads it), its rounds of one, two and three clients, and the mean ± SE over seeds::
 
-    python benchmarks/mnist_candidates.py one-step --split shards --seeds 10
+    python studies/mnist_candidates.py one-step --split shards --seeds 10
 
 ``default`` runs the default's own rule. Compare with the study's table (``eegrad example
 flower --jobs 2``), whose fixed-n rows do not depend on the rule.
