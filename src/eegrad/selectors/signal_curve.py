@@ -188,10 +188,6 @@ class SignalCurve:
         keep[:, 0] = 1.0  # the level is kept as fitted
         return prior + off * np.nan_to_num(keep)
 
-    def set_curve(self, curve: np.ndarray) -> None:
-        """Replace the curve the rule uses (a study's variant of :meth:`shrunk`)."""
-        self._curve = curve
-
     # -- reading ----------------------------------------------------------------------------------
     def curve(self) -> np.ndarray:
         r"""The log-signal curve's coefficients in (1, ℓ[, ℓ²]) as the rule uses them, shape
