@@ -19,7 +19,7 @@ from flwr.serverapp.strategy import FedAvg
 from eegrad import FixedArm
 from eegrad._validation import InvalidParameterError
 from eegrad.checkpoint import CheckpointError
-from eegrad.flower import LocalGrid
+from eegrad.flower import EEGradStrategy, LocalGrid
 
 
 @pytest.fixture(autouse=True)
@@ -326,3 +326,20 @@ def test_a_budget_of_samples_is_not_overspent_by_clients_that_join_costlier(seed
     assert joined  # the late nodes were reached
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "never reported a cost" in said
+
+
+# -- the checkpoint's fingerprint is every keyword but where the output goes ----------------------
+def test_the_fingerprint_holds_every_keyword_but_where_a_runs_output_goes():
+    """EEGradStrategy's keywords are its configuration and make the checkpoint's fingerprint
+    (docs/architecture.md), but csv_path, checkpoint and on_round, which a resumed run may
+    change; min_available_nodes and the record keys were left out."""
+    import inspect
+
+    strategy = tf._strategy()
+    keywords = set(inspect.signature(EEGradStrategy.__init__).parameters) - {"self"}
+    named = set(strategy.fingerprint) | {"aggregation", "selector", "departure", "strategy"}
+    # aggregation is D(1..N+1); selector and departure make 'rule'; strategy its class and
+    # hyperparameters
+    assert keywords - named == {"csv_path", "checkpoint", "on_round"}
+    for key in ("min_available_nodes", "arrayrecord_key", "configrecord_key"):
+        assert key in strategy.fingerprint

@@ -170,7 +170,9 @@ class RoundLoop(Strategy):
         self._fresh_run()
 
     def _fingerprint(self) -> dict[str, Any]:
-        """The configuration a checkpoint must share (:attr:`fingerprint`)."""
+        """The configuration a checkpoint must share (:attr:`fingerprint`): every keyword of
+        :class:`~eegrad.flower.EEGradStrategy` but where a run's output goes (``csv_path``,
+        ``checkpoint``, ``on_round``), which a resumed run may change."""
         o, sel = self.options, self.options.given_rule
         default = self.schedule.default_rule_name(
             default_rule_name(self.release.adds_noise, self.budgeting.per_cost, o.departure))
@@ -180,6 +182,9 @@ class RoundLoop(Strategy):
                 "cost_scale": b.cost_scale, "rng": o.streams.fingerprint(),
                 **self.aggregator.settings(), "damp_exploration": o.damp_exploration,
                 "weighted_by_key": o.keys["weighted_by_key"],
+                "arrayrecord_key": o.keys["arrayrecord_key"],
+                "configrecord_key": o.keys["configrecord_key"],
+                "min_available_nodes": self.nodes.min_available_nodes,
                 "rule": default if sel is None else type(sel).__name__,
                 "rule parameters": None if sel is None else repr(sel.get_params()),
                 **self.release.fingerprint(), **self.aggregator.fingerprint()}  # fmt: skip
