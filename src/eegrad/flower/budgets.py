@@ -28,12 +28,14 @@ from logging import INFO, WARNING
 from typing import Any
 
 import numpy as np
+from flwr.app import ConfigRecord
 from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_real, fail
 from ..arms import feasible_arms, per_client_spend
 from ..selectors.base import Selector
 from ..selectors.evidence import OUTLOOK, Outlook
+from .client import SHARE_KEY
 from .replies import ClientUpdateError, RoundFold
 from .round_costs import ROUND_COSTS, RoundCosts
 from .state import RunState
@@ -193,6 +195,11 @@ class RoundBudget:
     def share(self, n: int) -> float:
         """What each of the n clients of a round is sent to spend, :math:`(B - D(n))/n`."""
         return float(per_client_spend(self.budget, self.aggregation, n))
+
+    def configure(self, config: ConfigRecord, n: int) -> None:
+        """Put in a round's train config what its n clients are sent: the share, under
+        :data:`~eegrad.flower.client.SHARE_KEY`."""
+        config[SHARE_KEY] = self.share(n)
 
     def check_private(self, owner: str = "EEGradStrategy") -> None:
         """Nothing to refuse under central DP: the clients are sent their shares, and the
@@ -413,6 +420,9 @@ class TotalBudget:
     def share(self, n: int) -> None:
         """No share: the clients train their own way."""
         return
+
+    def configure(self, config: ConfigRecord, n: int) -> None:
+        """Nothing in a round's train config: the clients train their own way."""
 
     def costs(self, state: RunState) -> RoundCosts:
         """The clients' costs seen so far (the run's, kept in its state) and the expected cost

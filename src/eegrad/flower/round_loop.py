@@ -31,7 +31,6 @@ from .._validation import InvalidParameterError, check_integer, check_real, fail
 from ..selectors import AnchoredPlan, AnchoredProgress, Selector, SpreadThompson
 from ..selectors.anchored import DEFAULT_DEPARTURE
 from .budgets import baseline_of
-from .client import SHARE_KEY
 from .driver import RuleDriver
 from .factory import RunOptions
 from .log_counts import round_counts
@@ -261,9 +260,7 @@ class RoundLoop(Strategy):
         chosen = [nodes[i] for i in sorted(pick)]
         cfg = ConfigRecord(dict(config))
         cfg["server-round"] = server_round
-        share = budget.share(n)
-        if share is not None:  # with a total budget the clients are sent no share
-            cfg[SHARE_KEY] = share
+        budget.configure(cfg, n)  # B a round: each client's share; a total budget sends none
         cfg["eegrad-n"] = n
         self.release.configure(cfg)
         # the rule's reason costs a fit: asked only where the line is written or a callback reads it
