@@ -59,6 +59,7 @@ class RuleDriver(RoundRecorder):
         super().__init__(selector, N, T, dim, rng=rng, owner="EEGradStrategy")
         self._sum: np.ndarray | None = None  # T > 1: the sum of the rounds' means, flat
         self._estimate: list[Any] | None = None  # T = 1: the round's mean
+        self._sizes: list[int] = []  # the model's arrays' sizes (a T-round mean split by them)
         self._begin(first=True)
 
     def _compiled_choice(self) -> bool:
@@ -90,6 +91,7 @@ class RuleDriver(RoundRecorder):
         if "signal" in reads:
             fields.update(self._signal(mean))
         self._tell(fields, local_steps)
+        self._sizes = [int(np.size(a)) for a in mean]
         if self.T == 1:
             self._estimate = mean
         else:
@@ -100,12 +102,14 @@ class RuleDriver(RoundRecorder):
         """Give up the pending round: nothing is told, the next ask is for the same round."""
         self._withdraw()
 
-    def result(self) -> Any:
-        """The step's estimate: the round's mean (T = 1, the model's arrays), or the mean of the
-        T rounds' means (flat, float64)."""
+    def result(self) -> list[Any]:
+        """The step's estimate in the model's arrays: the round's mean (T = 1), or the mean of
+        the T rounds' means (float64, each array flat)."""
         if not self.done:
             raise ProtocolError(f"result() after {self.t} of T = {self.T} rounds")
-        return self._estimate if self.T == 1 else self._sum / self.T
+        if self.T == 1:
+            return self._estimate
+        return np.split(self._sum / self.T, np.cumsum(self._sizes)[:-1])
 
     def next_iterate(self) -> None:
         """After a step: the next estimate."""

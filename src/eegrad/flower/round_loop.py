@@ -375,7 +375,7 @@ class RoundLoop(Strategy):
         scale = 1.0
         if replied and rule.done:
             scale = self._step_scale(p.n)
-            G = self._as_arrays(rule.result())
+            G = rule.result()
             with round_counts(received=(replied, len(failed))):
                 new_arrays, inner_metrics = self.aggregator.aggregate(p.server_round, p, G,
                                                                       scale, fold, kept)  # fmt: skip
@@ -426,14 +426,6 @@ class RoundLoop(Strategy):
             return 1.0
         rho = self.state.rule.selector.step_scale(np.array([n - 1]))
         return 1.0 if rho is None else float(rho[0])
-
-    def _as_arrays(self, G: Any) -> list[Any]:
-        """The estimate G in the model's arrays (the pull's mean already is with T = 1; the
-        driver's flat float64 mean of T rounds is split)."""
-        if isinstance(G, list):
-            return G
-        sizes = np.cumsum([a.size for a in self.state.pending.model])[:-1]
-        return np.split(np.asarray(G), sizes)
 
     def lose_pending_round(self, extra: dict[str, Any] | None = None) -> None:
         """Finish the pending round, if any, as one no reply reached (a protocol halted): the
