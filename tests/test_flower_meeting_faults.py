@@ -343,3 +343,25 @@ def test_the_fingerprint_holds_every_keyword_but_where_a_runs_output_goes():
     assert keywords - named == {"csv_path", "checkpoint", "on_round"}
     for key in ("min_available_nodes", "arrayrecord_key", "configrecord_key"):
         assert key in strategy.fingerprint
+
+
+def test_a_first_round_past_the_budget_says_why(caplog):
+    """Every node connected from the start, 5 clients of 50 samples and 5 of 2,000, budget 2,000
+    samples: the first round asks your FedAvg's n before any cost is known and may spend past
+    the budget (not mended: it would change the bench's baselines); the run says so, and why
+    (it said nothing)."""
+    import test_flower_total_budget as tb
+
+    from eegrad.flower import choose_clients
+
+    caplog.set_level(logging.WARNING, logger="flwr")
+    strategy = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0), budget=2000,
+                              unit="samples", rng=0)  # fmt: skip
+    app = tb._quickstart_app(cost=lambda pid: {"num-examples": 50 if pid < 5 else 2000})
+    strategy.start(grid=LocalGrid(app, tb.K, seed=2), initial_arrays=tb._model(), num_rounds=30)
+    spent = strategy.records[-1]["cost"]
+    assert spent > 2000  # seed 0 asks expensive clients first
+    said = [r.getMessage() for r in caplog.records if "more than the 2000 left" in r.getMessage()]
+    assert len(said) == 1
+    assert f"server round 1 cost {spent:g}" in said[0]
+    assert "no client had reported a cost before it" in said[0]

@@ -527,8 +527,27 @@ class TotalBudget:
         waited = {} if self.round_cost != "slowest" or timeout is None else {
             int(node): self.cost_scale * timeout for node in timed_out}  # fmt: skip
         used = costs.round_cost(fold.costs + list(waited.values()), n)
+        self._say_overspent(state, used, costs.latest)
         costs.tell({**fold.node_costs, **waited})
         return used
+
+    def _say_overspent(self, state: RunState, used: float, seen: dict[int, float]) -> None:
+        """Where a round cost more than the budget left before it, say why (its clients cost
+        more than any seen, or none had reported a cost) and what to give instead."""
+        left = self.total - state.cost
+        if used <= left:
+            return
+        rnd = state.pending.server_round if state.pending is not None else state.server_round + 1
+        if seen:
+            why = (f"its clients cost more than the costliest seen before it, "
+                   f"{max(seen.values()):g}, by which the round was capped")  # fmt: skip
+        else:
+            why = ("no client had reported a cost before it: a first round asks your "
+                   "strategy's n (give a budget of several such rounds, or count it in "
+                   "client trainings)")  # fmt: skip
+        log(WARNING, "EE-Grad: server round %d cost %g, more than the %g left of the budget "
+            "(%g): %s; the run ends with the budget spent", rnd, used, left, self.total,
+            why)  # fmt: skip
 
     def charge(self, used: float) -> float:
         """What the round adds to the run's cost: what it used."""
