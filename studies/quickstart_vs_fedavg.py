@@ -95,7 +95,8 @@ def run_once(app: Path, rounds: int, supernodes: int, where: Path) -> dict[str, 
                        capture_output=True, text=True, timeout=180, cwd=where)
         run = subprocess.run(
             [str(BIN / "flwr"), "run", str(app), "--stream", "--run-config",
-             f'num-server-rounds={rounds} csv-path="{records}"'],
+             (f'num-server-rounds={rounds} csv-path="{records}" '
+              f'model-path="{where / "final_model.pt"}"')],
             check=False, env=env, capture_output=True, text=True, timeout=1800, cwd=where)
         out = run.stdout + run.stderr
         if run.returncode != 0 or "Exit Code" in out or not (where / "final_model.pt").exists():

@@ -268,17 +268,22 @@ def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
     env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
            "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
     records = tmp_path / "records.csv"
+    caller = tmp_path / "caller"  # the directory flwr is run from: nothing is written there
+    caller.mkdir()
     try:
         size = subprocess.run([str(BIN / "flwr"), "federation", "simulation-config",
                                "@none/default", "local", "--num-supernodes", "10"],
                               check=False, env=env, capture_output=True, text=True, timeout=180,
-                              cwd=tmp_path)  # fmt: skip
+                              cwd=caller)  # fmt: skip
         assert size.returncode == 0, size.stdout[-2000:] + size.stderr[-2000:]
+        model = tmp_path / "models" / "final.pt"  # the quickstart's model, where its config says
+        model.parent.mkdir()
+        config = f'num-server-rounds=3 csv-path="{records}"'
+        if app == "flower_quickstart_app":
+            config += f' model-path="{model}"'
         run = subprocess.run(
-            [str(BIN / "flwr"), "run", str(EXAMPLES / app), "--stream", "--run-config",
-              f'num-server-rounds=3 csv-path="{records}"'],
-            check=False, env=env, capture_output=True, text=True, timeout=420,
-            cwd=tmp_path,  # the local SuperLink's, where the app saves (the quickstart's model)
+            [str(BIN / "flwr"), "run", str(EXAMPLES / app), "--stream", "--run-config", config],
+            check=False, env=env, capture_output=True, text=True, timeout=420, cwd=caller,
         )  # fmt: skip
         out = run.stdout + run.stderr
         assert run.returncode == 0, out[-3000:]
@@ -291,6 +296,8 @@ def test_flwr_run_of_a_shipped_app_in_the_local_simulation(tmp_path, app):
                 out[-3000:]  # fmt: skip
             assert [int(r["server_round"]) for r in rows] == [1, 2, 3], out[-3000:]
             assert float(rows[-1]["cost"]) == pytest.approx(15.0), out[-3000:]
+            assert model.exists(), out[-3000:]  # saved where its config says
+            assert list(caller.iterdir()) == [], out[-3000:]
             return
         assert [int(r["server_round"]) for r in rows] == [1, 2, 3], out[-3000:]
         assert all(int(r["nodes_connected"]) == 10 for r in rows)

@@ -38,7 +38,8 @@ def main(grid: Grid, context: Context) -> None:
         num_rounds=num_rounds,
     )
 
-    # Save final model to disk
-    print("\nSaving final model to disk...")
+    # Save final model to disk, where the config says
+    model_path = context.run_config.get("model-path", "final_model.pt")
+    print(f"\nSaving final model to {model_path}...")
     state_dict = result.arrays.to_torch_state_dict()
-    torch.save(state_dict, "final_model.pt")
+    torch.save(state_dict, model_path)
