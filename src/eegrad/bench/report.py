@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from .settings import SETTINGS
+
 __all__ = ["BOOTSTRAP", "GROUPS", "TARGETS", "ratio_interval", "readme_table", "report",
            "summarise", "targets"]
 
@@ -72,7 +74,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for (setting, method, seed), rs in runs.items():
         rs.sort(key=lambda r: int(r["round"]))
-        s = out.setdefault(setting, {"split": rs[0]["split"], "dataset": rs[0]["dataset"],
+        known = SETTINGS.get(setting)  # a setting's group as defined now (a run keeps its own)
+        split = known.split if known is not None else rs[0]["split"]
+        s = out.setdefault(setting, {"split": split, "dataset": rs[0]["dataset"],
                                      "runs": defaultdict(dict)})  # fmt: skip
         s["runs"][method][seed] = rs
     for s in out.values():
