@@ -47,9 +47,10 @@ def _quiet_flower():
     logging.getLogger("flwr").setLevel(logging.ERROR)
 
 
-def _app(noise=True, bad=None, batch_size=None):
+def _app(noise=True, bad=None, batch_size=None, reports_loss=False):
     """Clients with means MU; gradient of ½‖w − μ_i‖² plus noise 1/√b (seeded by round);
-    ``batch_size``: mini-batch steps, as many as the share buys batches."""
+    ``batch_size``: mini-batch steps, as many as the share buys batches; ``reports_loss``: the
+    reply carries a ``train_loss`` that falls as training goes (1/round)."""
 
     def gradient(arrays, b, context, config):
         pid = int(context.node_config["partition-id"])
@@ -61,9 +62,18 @@ def _app(noise=True, bad=None, batch_size=None):
         eps = rng.standard_normal(D) / np.sqrt(b) if noise else 0.0
         return [arrays[0] - MU[pid] + eps]
 
+    train = budgeted_train(gradient, lambda ctx, cfg: DeviceCost(1.0, 2.0 + int(
+        ctx.node_config["partition-id"]) % 3), lr=LR, batch_size=batch_size)  # fmt: skip
+
+    def train_reporting_loss(msg, context):
+        reply = train(msg, context)
+        if reports_loss and reply.has_content():
+            rnd = int(msg.content["config"]["server-round"])
+            reply.content["metrics"]["train_loss"] = 1.0 / rnd
+        return reply
+
     app = ClientApp()
-    app.train()(budgeted_train(gradient, lambda ctx, cfg: DeviceCost(1.0, 2.0 + int(
-        ctx.node_config["partition-id"]) % 3), lr=LR, batch_size=batch_size))  # fmt: skip
+    app.train()(train_reporting_loss)
     return app
 
 
@@ -78,17 +88,24 @@ def _start(strategy, grid, rounds):
 
 
 def test_choices_equal_gradient_estimators_on_the_same_stream(monkeypatch):
-    strategy = _strategy()
+    # the default's rule unanchored (departure=1: any n; it reads no clients' loss here, and
+    # would keep its n), so that its choices vary
+    spend = _strategy().spend(N_ARMS := K)
+
+    def rule():
+        return ProgressThompson(population=K, spend=spend, noise_order=2, discount=0.9)
+
+    strategy = _strategy(selector=rule())
     grid = LocalGrid(_app(), K, seed=2)
     told = _told_updates(monkeypatch)  # the server folds each reply w_i: keep u_i = w − w_i
     _start(strategy, grid, 25)
     arms = [r["arm"] for r in strategy.records]
-    # Replay: the same rule (the strategy's default), the same stream (the strategy's first
-    # child), the same updates and local steps (the clients report one, FedSGD), told as a
-    # stack (the streamed sums equal the stack's to rounding).
+    # Replay: the same rule, the same stream (the strategy's first child), the same updates
+    # and local steps (the clients report one, FedSGD), told as a stack (the streamed sums
+    # equal the stack's to rounding).
     assert isinstance(strategy.selector, ProgressThompson)
-    replay = GradientEstimator(default_rule(K, strategy.spend(strategy.N)),
-                               strategy.N, T=1, dim=D, rng=as_generator(3).spawn(2)[0])  # fmt: skip
+    replay = GradientEstimator(rule(), N_ARMS, T=1, dim=D,
+                               rng=as_generator(3).spawn(2)[0])  # fmt: skip
     for t, (n, (_, parts, weights)) in enumerate(zip(arms, told, strict=True)):
         replay.tell_rounds_left(25 - t)  # the strategy tells its rule the rounds left
         assert replay.ask() == n

@@ -34,7 +34,8 @@ def _quiet_flower():
 
 
 CASES = [
-    pytest.param({}, 12, 5, id="default-every-round"),
+    # the default with a departure (its clients report a loss): the rule's evidence resumes too
+    pytest.param({"departure": 0.5}, 12, 5, id="default-every-round"),
     pytest.param({"selector": FixedArm(3)}, 8, 3, id="fixed-n"),
     # the paper's T-round steps, stopped inside an estimate (round 21 of the second one)
     pytest.param({"steps": "t-rounds", "T": 16, "selector": MemoryThompson()}, 40, 21,
@@ -59,7 +60,11 @@ def _start_until(strategy, grid, rounds, stop):
                        num_rounds=rounds, evaluate_fn=evaluate)  # fmt: skip
 
 
-def _resumed_equals_uninterrupted(tmp_path, kw, rounds, stop, app=_app):
+def _reporting_loss():
+    return _app(reports_loss=True)
+
+
+def _resumed_equals_uninterrupted(tmp_path, kw, rounds, stop, app=_reporting_loss):
     """Run ``rounds`` rounds whole, and stopped after ``stop`` then resumed: the same records,
     model, metrics and CSV. Returns the uninterrupted strategy."""
     full = _strategy(csv_path=tmp_path / "full.csv", **kw)
@@ -86,7 +91,8 @@ def test_a_resumed_run_keeps_the_curve_in_the_local_steps(tmp_path):
     # Mini-batch clients, whose local steps span more than twofold across the arms: the default
     # rule's curve is in their steps (ProgressThompson.arm_steps), and a run stopped after
     # round 6 of 14 resumes with that state and ends as the uninterrupted one.
-    full = _resumed_equals_uninterrupted(tmp_path, {}, 14, 6, app=lambda: _app(batch_size=4))
+    full = _resumed_equals_uninterrupted(tmp_path, {"departure": 0.5}, 14, 6,
+                                         app=lambda: _app(batch_size=4, reports_loss=True))
     steps = full.state.rule.selector.model.arm_steps()[0]
     assert steps.max() >= 2.0 * steps.min(), steps
 

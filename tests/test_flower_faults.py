@@ -506,11 +506,13 @@ def test_a_run_ended_by_its_budget_logs_why_and_flowers_final_results(caplog):
 def test_each_round_logs_n_why_and_the_budget(caplog):
     """A line a round: n among the nodes connected, the budget (a share of B, or the budget
     left), and the rule's reason: your strategy's n while the rounds show the model (here no
-    strategy of yours: the arms' middle), its fitted leaders, or the run's last round."""
+    strategy of yours: the arms' middle; a departure, its clients reporting their loss), its
+    fitted leaders, or the run's last round."""
     logging.getLogger("flwr").setLevel(logging.INFO)
-    tf._start(tf._strategy(), LocalGrid(tf._app(), tf.K, seed=2), 5)
+    tf._start(tf._strategy(departure=0.5), LocalGrid(tf._app(reports_loss=True), tf.K, seed=2),
+              8)  # fmt: skip
     lines = [r.getMessage() for r in caplog.records if "EE-Grad: server round" in r.getMessage()]
-    assert len(lines) == 5
+    assert len(lines) == 8
     assert "asks n = " in lines[0]
     assert "of 8 nodes connected (a share of" in lines[0]
     assert "your strategy's n (4) while the rounds show the model" in lines[0]
@@ -532,8 +534,8 @@ def test_explain_draws_nothing_and_a_plain_rule_has_no_reason():
 
     assert FixedArm(3).explain() is None
     # a rule mid-run: its state, and its random streams, the same after explain() as before
-    strategy = tf._strategy()
-    tf._start(strategy, LocalGrid(tf._app(), tf.K, seed=2), 6)
+    strategy = tf._strategy(departure=0.5)
+    tf._start(strategy, LocalGrid(tf._app(reports_loss=True), tf.K, seed=2), 8)
     rule = strategy.selector
     assert isinstance(rule, ProgressThompson)
     before = copy.deepcopy(rule)

@@ -11,7 +11,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, Re
 from flwr.clientapp import ClientApp
 from flwr.serverapp import strategy as fs
 
-from eegrad import FixedArm, InvalidParameterError, InvalidParameterTypeError
+from eegrad import FixedArm, InvalidParameterError, InvalidParameterTypeError, ProgressThompson
 from eegrad.checkpoint import CheckpointError
 from eegrad.flower import (
     CentralDP,
@@ -233,7 +233,8 @@ def test_a_resumed_run_with_fedadam_ends_as_the_uninterrupted_one(tmp_path, stop
 
     def run(ck, num_rounds):
         s = _eegrad(fs.FedAdam(fraction_train=0.5, fraction_evaluate=0.0, eta=0.05,
-                               beta_1=0.9, beta_2=0.99), selector=None, checkpoint=ck)  # fmt: skip
+                               beta_1=0.9, beta_2=0.99), checkpoint=ck,
+                    selector=ProgressThompson(noise_order=2))  # a rule whose n varies  # fmt: skip
         res = s.start(grid=LocalGrid(_app(), K, seed=2), initial_arrays=_model(),
                       num_rounds=num_rounds)  # fmt: skip
         return s, res

@@ -27,7 +27,8 @@ def _quiet_flower():
 
 def _app():
     """Quickstart clients of a quadratic: each takes two local steps of 0.3 towards its own
-    optimum μ_i (with noise of SD 0.3), 32 samples each; nothing of eegrad."""
+    optimum μ_i (with noise of SD 0.3), 32 samples each, and reports its loss ½‖w − μ_i‖²
+    after them (``train_loss``, as Flower's quickstarts do); nothing of eegrad."""
     app = ClientApp()
 
     @app.train()
@@ -39,7 +40,8 @@ def _app():
         w = msg.content["arrays"]["w"].numpy()
         for _ in range(2):
             w = w - 0.3 * (w - MU[pid] + 0.3 * rng.standard_normal(D))
-        metrics = MetricRecord({"num-examples": 32})
+        metrics = MetricRecord({"num-examples": 32,
+                                "train_loss": float(0.5 * np.sum((w - MU[pid]) ** 2))})
         return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}), "metrics": metrics}),
                        reply_to=msg)  # fmt: skip
 
@@ -70,7 +72,8 @@ def test_no_budget_takes_your_fedavgs_spend_in_your_rounds_and_says_so(caplog):
 
 
 def test_the_split_beats_your_fedavg_at_the_same_rounds_and_spend():
-    """The quadratic above, 20 rounds of FedAvg(fraction_train=0.5): eegrad's split of the
+    """The quadratic above, 20 rounds of FedAvg(fraction_train=0.5): with ``departure=0.5``
+    (the clients' loss judging it), eegrad's split of the
     same 200 trainings over the same 20 rounds ends nearer the optimum (the mean of the μ_i)
     than FedAvg's 10 a round, on the mean over 12 seeds of the paired difference of
     ‖w − w*‖²; the difference must be below 0 by more than twice its standard error over the
@@ -79,9 +82,10 @@ def test_the_split_beats_your_fedavg_at_the_same_rounds_and_spend():
     optimum = MU.mean(axis=0)
     diffs = []
     for seed in range(12):
-        ours = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0), rng=seed)
+        ours = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0), rng=seed,
+                              departure=0.5)  # fmt: skip
         w_ours = _run(ours, 20, seed)
-        assert ours.records[-1]["cost"] == pytest.approx(200.0)
+        assert ours.records[-1]["cost"] <= 200.0
         theirs = EEGradStrategy(total_budget=200.0, cost_metric=None, selector=FixedArm(10),
                                 rng=seed)  # fmt: skip
         w_theirs = _run(theirs, 20, seed)
@@ -139,7 +143,7 @@ def test_a_resumed_run_keeps_its_budget(tmp_path):
 def test_a_unit_the_replies_lack_names_their_metrics_and_the_fix_choose_clients_takes():
     """unit="seconds" where the clients report num-examples only: the error lists the metrics
     they carry and suggests unit='samples', which choose_clients then takes and runs."""
-    with pytest.raises(InvalidParameterError, match=r"no 'seconds' metric.*\['num-examples'\]"
+    with pytest.raises(InvalidParameterError, match=r"no 'seconds' metric.*\['num-examples', 'train_loss'\]"
                                                     r".*unit='samples'"):  # fmt: skip
         _run(choose_clients(FedAvg(fraction_evaluate=0.0), budget=3200, unit="seconds"), 5)
     fixed = choose_clients(FedAvg(fraction_evaluate=0.0), budget=3200, unit="samples")

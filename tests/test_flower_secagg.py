@@ -14,7 +14,7 @@ from flwr.clientapp import ClientApp
 from flwr.common import FitIns, ndarrays_to_parameters
 from flwr.compat.common import recorddict_compat as compat
 
-from eegrad import FixedArm, InvalidParameterError
+from eegrad import FixedArm, InvalidParameterError, ProgressThompson
 from eegrad.flower import (
     ClientUpdateError,
     DeviceCost,
@@ -103,10 +103,12 @@ def test_secaggplus_makes_the_choices_of_the_plain_sums_mode():
     rounds)."""
     rounds = 10
     np.random.seed(0)  # noqa: NPY002 - Flower's stochastic rounding draws from NumPy's global stream
-    plain = _AtLeastTwo(**(_ARGS | {"secure_sums": True}))  # SecAgg+'s floor on both sides
+    # a rule whose n varies (the default keeps your n where the clients' loss cannot be read)
+    plain = _AtLeastTwo(**(_ARGS | {"secure_sums": True,  # SecAgg+'s floor on both sides
+                                    "selector": ProgressThompson(noise_order=2)}))
     ref = plain.start(grid=LocalGrid(_sums_app(), K, seed=2), initial_arrays=_model(),
                       num_rounds=rounds)  # fmt: skip
-    ours = _strategy()
+    ours = _strategy(selector=ProgressThompson(noise_order=2))
     res = start_secaggplus(ours, LocalGrid(_secagg_app(), K, seed=2), _model(), rounds, **SECAGG)
     assert [r["arm"] for r in ours.records] == [r["arm"] for r in plain.records]
     assert len({r["arm"] for r in ours.records}) > 1

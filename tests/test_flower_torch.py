@@ -116,9 +116,12 @@ def test_a_share_that_buys_less_than_one_sample_per_epoch_is_an_error():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("batch_size", [None, 8])
 def test_a_torch_federation_trains_and_keeps_the_models_dtype(dtype, batch_size):
-    strategy = EEGradStrategy(60.0, 2.0, aggregation=lambda n: 0.5 * (n - 1.0), rng=0)
+    # a departure (its evidence the train_loss the clients report), so that the rule chooses
+    strategy = EEGradStrategy(60.0, 2.0, aggregation=lambda n: 0.5 * (n - 1.0), rng=0,
+                              departure=0.5)  # fmt: skip
     res = strategy.start(grid=LocalGrid(_app(dtype, batch_size=batch_size), K, seed=1),
                          initial_arrays=_initial(dtype), num_rounds=12)  # fmt: skip
+    assert all(np.isfinite(m["train_loss"]) for m in res.train_metrics_clientapp.values())
     w = res.arrays["weight"].numpy()
     assert w.dtype == (np.float32 if dtype == torch.float32 else np.float64)
     # the clients' least squares share one target: the model approaches it

@@ -106,7 +106,10 @@ def test_a_sums_only_server_steps_as_the_per_update_one():
     res_b = _start(b, LocalGrid(_summing_app(), K, seed=5), 6)
     np.testing.assert_allclose(res_b.arrays["w"].numpy(), res_a.arrays["w"].numpy(), rtol=1e-12)
     assert [r["budget_used"] for r in a.records] == [r["budget_used"] for r in b.records]
-    c = _strategy(secure_sums=True)  # the default rule, from sums alone
+    from eegrad import ProgressThompson
+
+    # a rule that learns from the sums alone (the default keeps your n: sums carry no loss)
+    c = _strategy(secure_sums=True, selector=ProgressThompson(noise_order=2))
     _start(c, LocalGrid(_summing_app(), K, seed=5), 20)
     assert len({r["arm"] for r in c.records}) > 1
 

@@ -71,13 +71,17 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
     -----
     **How far it leaves your FedAvg** (:mod:`eegrad.selectors.anchored`). Your schedule is n
     clients every round (your strategy's ``fraction_train`` of the nodes, at least its
-    ``min_train_nodes``). The rule asks your n in the first rounds; it never asks fewer than
-    ⌈(1 − α)·n⌉ clients a round (α = ``departure``, default 0.5: half your clients), so that no
-    round's noise is more than 1/(1 − α) times your FedAvg round's; it asks fewer than your n
-    only once the rounds have shown, at the upper confidence bound of its fit, that a round's
-    noise is forgotten by the rounds after it, and only where the plan then leaves at least a
-    tenth less noise in the final model; what those rounds save buys more clients in the last
-    rounds. ``departure=0`` is your schedule exactly; ``departure=1``, the plan unbounded.
+    ``min_train_nodes``) for your ``num_rounds``, within what it spends. The default asks your
+    n every round. Where your clients' costs vary (samples, seconds) and come out higher than
+    your budget foresaw, it asks one client fewer in the earliest rounds — keeping a reserve of
+    two standard deviations of the rounds left's spend — never in the last three while the
+    budget affords them, whose noise stays in the final model; the last round spends what the
+    reserve saved on more clients. ``departure`` α (the one knob, default 0) lets a round ask
+    down to ⌈(1 − α)·n⌉ clients, to pay for more in the last rounds, once the rounds have shown
+    (at the upper confidence bound of its fit) that a round's noise is forgotten — and only
+    while the training loss your clients report (``train_loss``) has not risen above the level
+    your own rounds left it at; where they report none, your n. ``departure=1``: the plan
+    unbounded but for that evidence.
 
     Examples
     --------

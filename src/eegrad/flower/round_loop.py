@@ -29,7 +29,7 @@ from flwr.supercore import log
 
 from .._validation import InvalidParameterError, check_integer, check_real, fail
 from ..selectors import AnchoredPlan, AnchoredProgress, Selector, SpreadThompson
-from ..selectors.anchored import DEFAULT_DEPARTURE
+from ..selectors.anchored import DEFAULT_DEPARTURE, LOSS_METRIC
 from .budgets import baseline_of
 from .driver import RuleDriver
 from .factory import RunOptions
@@ -196,6 +196,7 @@ class RoundLoop(Strategy):
         self.state = RunState(streams=self.options.streams.copy())
         self.aggregator.reset()
         self.keeping.fresh()  # the run's evaluations' table empty
+        self._said_no_loss = False  # the warning that no clients' loss carries a departure
 
     # -- set-up ------------------------------------------------------------------------------------
     def _setup(self, num_nodes: int, dim: int) -> None:
@@ -369,6 +370,7 @@ class RoundLoop(Strategy):
             steps = fold.local_steps()
             self.budgeting.note_local_steps(state, fold, steps, p.server_round)
             rule.tell(*fold.evidence(rule.selector.reads), local_steps=steps)
+            self._tell_clients_loss(fold, p.n)
         else:
             rule.withdraw()
         new_arrays, inner_metrics = None, fold.client_metrics() if replied else {}
@@ -408,6 +410,26 @@ class RoundLoop(Strategy):
             state.latest = new_arrays
         state.pending = None
         return new_arrays, MetricRecord(metrics)
+
+    def _tell_clients_loss(self, fold: RoundFold, n: int) -> None:
+        """Tell a rule that judges its departures by the clients' training loss (the default:
+        :class:`~eegrad.selectors.anchored.ClientsLoss`) the round's, the weighted mean of their
+        ``train_loss`` — None where they report none, or where the path may not read their own
+        numbers (central DP, as their costs) or sees only sums (SecAgg+)."""
+        selector = self.state.rule.selector
+        hook = getattr(selector, "tell_clients_loss", None)
+        if hook is None:
+            return
+        loss = fold.client_metrics().get(LOSS_METRIC) if fold.reveals_costs else None
+        loss = float(loss) if isinstance(loss, (int, float)) else None
+        if loss is None and getattr(selector, "departure", 0.0) > 0 and not self._said_no_loss:
+            self._said_no_loss = True
+            why = ("the replies carry none this path may read (central DP and secure sums "
+                   "never do)" if fold.replied else "no reply came")  # fmt: skip
+            log(WARNING, "EE-Grad: departure=%g leaves your n only where the clients' "
+                "'%s' shows no harm, and %s: your n every round.", selector.departure,
+                LOSS_METRIC, why)  # fmt: skip
+        hook(loss, n)
 
     def _snapshot(self, new_arrays: ArrayRecord | None) -> dict[str, np.ndarray]:
         """For the checkpoint after the round: the inner strategy's state into the run's, and

@@ -14,8 +14,9 @@ with the round's budget deciding how much data a client can afford:
 
 The reply is what FedAvg expects — the model's ``state_dict`` as an ``ArrayRecord`` (its
 tensors' dtypes kept; they are trained on ``torch_device``) and ``num-examples`` (m, the distinct
-samples used: the weight of the update) — plus ``cost``, ``seconds``, ``sample-gradients``
-and ``local-steps`` (the optimizer steps taken).
+samples used: the weight of the update) — plus ``cost``, ``seconds``, ``sample-gradients``,
+``local-steps`` (the optimizer steps taken) and ``train_loss`` (the mean loss of the last
+epoch's steps, as Flower's quickstarts report it: the evidence the default's departures need).
 A loss or a parameter that becomes NaN or Inf is an error that names the node and the round
 (Flower returns it to the server as that node's error reply; the server drops the node for the
 round and records it).
@@ -147,10 +148,17 @@ def budgeted_torch_train(
         mu = proximal_mu(config, where)
         anchor = [p.detach().clone() for p in net.parameters()] if mu else []
 
+        last_epoch: list[float] = []  # the losses of the last epoch's steps
+        at_epoch = [-1]
+
         def step(idx: Any, epoch: int) -> None:
             nonlocal taken
             opt.zero_grad()
             value = loss(net(X[idx].to(torch_device)), y[idx].to(torch_device))
+            if epoch != at_epoch[0]:
+                last_epoch.clear()
+                at_epoch[0] = epoch
+            last_epoch.append(float(value.detach()))
             if mu:  # FedProx: (μ/2)‖w − w_t‖² keeps the client near the round's model
                 value = value + 0.5 * mu * sum(torch.sum((p - a) ** 2)
                                                for p, a in zip(net.parameters(), anchor,
@@ -209,6 +217,8 @@ def budgeted_torch_train(
         metrics = MetricRecord({weighted_by_key: int(m), "cost": float(cost),
                                 "sample-gradients": int(grads), LOCAL_STEPS_KEY: taken,
                                 "seconds": time.perf_counter() - start})  # fmt: skip
+        if last_epoch:
+            metrics["train_loss"] = float(np.mean(last_epoch))
         return Message(RecordDict({arrayrecord_key: out, "metrics": metrics}), reply_to=msg)
 
     return train
