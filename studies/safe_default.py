@@ -1,14 +1,16 @@
 """The default against your FedAvg at your FedAvg's rate, on the bench's development settings
 and seeds apart from the bench's own (the rule's development loop; never the held-out groups).
 
-    python studies/safe_default.py --tuning results/bench/tuning.json [--seeds 1002..1009]
-        [--settings NAME ...] [--jobs 2]
+    python studies/safe_default.py --tuning results/bench/tuning.json [--departures 0 0.5]
+        [--seeds 1002..1009] [--settings NAME ...] [--jobs 2]
 
-Each setting runs your FedAvg and the default (``EEGradStrategy``'s rule when given none) at
-the rate ``tuning.json`` holds for your FedAvg, on the same seeds, and prints the ratio of
-their mean final training losses with its 95 % bootstrap interval over the seeds, the worst
-round's ratio, and the geometric mean over the settings (:func:`eegrad.bench.report.
-ratio_interval`). A setting of a held-out group is refused: they judge a frozen rule.
+Each setting runs your FedAvg and the default (``EEGradStrategy``'s rule when given none, or
+with ``--departures`` its rule of the setting's mode, :class:`~eegrad.AnchoredPlan` or
+:class:`~eegrad.AnchoredProgress`, at each ``departure``) at the rate ``tuning.json`` holds for
+your FedAvg, on the same seeds, and prints the ratio of their mean final training losses with
+its 95 % bootstrap interval over the seeds (:func:`eegrad.bench.report.ratio_interval`), the
+worst round's ratio, every fifth round's n of the first seed, and the geometric mean over the
+settings. A setting of a held-out group is refused: they judge a frozen rule.
 """
 
 from __future__ import annotations
@@ -20,10 +22,23 @@ import sys
 import numpy as np
 
 
-def _run(name: str, method: str, seed: int, lr: float) -> tuple[float, float, list[int]]:
+def _run(name: str, method: str, seed: int, lr: float,
+         departure: float | None) -> tuple[float, float, list[int]]:  # fmt: skip
     from eegrad.bench.runner import run_one
+    from eegrad.bench.settings import SETTINGS
+    from eegrad.selectors import AnchoredPlan, AnchoredProgress
 
-    rows, arms = run_one(name, method, seed, lr)
+    rule_class = None
+    if departure is not None and method == "default":
+        base = AnchoredProgress if SETTINGS[name].mode == "round" else AnchoredPlan
+
+        class AtDeparture(base):
+            def __init__(self, *args, **kw):
+                kw["departure"] = departure
+                super().__init__(*args, **kw)
+
+        rule_class = AtDeparture
+    rows, arms = run_one(name, method, seed, lr, rule_class=rule_class)
     worst = max(r["train_loss"] for r in rows if r["round"] > 0)
     return rows[-1]["train_loss"], worst, [a["n"] for a in arms]
 
@@ -36,6 +51,8 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tuning", required=True)
+    p.add_argument("--departures", nargs="+", type=float, default=[None],
+                   help="the default's departure values (default: the default as built)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(range(1002, 1010)))
     p.add_argument("--settings", nargs="+")
     p.add_argument("--jobs", type=int, default=2)
@@ -46,19 +63,24 @@ def main() -> None:
     for n in names:
         if SETTINGS[n].split != "development":
             sys.exit(f"{n} is a held-out setting: the development loop runs none")
-    todo = [(n, m, s) for n in names for m in ("guess", "default") for s in args.seeds]
-    out = Parallel(n_jobs=args.jobs)(delayed(_run)(n, m, s, rates[n]) for n, m, s in todo)
-    res = {k: v for k, v in zip(todo, out, strict=True)}
-    pairs = []
-    for n in names:
-        f = {m: np.array([res[(n, m, s)][0] for s in args.seeds]) for m in ("guess", "default")}
-        w = {m: np.array([res[(n, m, s)][1] for s in args.seeds]) for m in ("guess", "default")}
-        r, lo, hi = ratio_interval([(f["default"], f["guess"])])
-        wr = ratio_interval([(w["default"], w["guess"])])[0]
-        pairs.append((f["default"], f["guess"]))
-        print(f"{n:28s} {r:.3f} ({lo:.3f}-{hi:.3f})  worst {wr:.2f}  n {res[(n, 'default', args.seeds[0])][2][::6]}")
-    r, lo, hi = ratio_interval(pairs)
-    print(f"{'geometric mean':28s} {r:.3f} ({lo:.3f}-{hi:.3f})")
+    todo = [(n, "guess", s, None) for n in names for s in args.seeds]
+    todo += [(n, "default", s, a) for a in args.departures for n in names for s in args.seeds]
+    out = Parallel(n_jobs=args.jobs)(delayed(_run)(n, m, s, rates[n], a) for n, m, s, a in todo)
+    res = dict(zip(todo, out, strict=True))
+    for a in args.departures:
+        label = "default" if a is None else f"departure={a:g}"
+        pairs = []
+        for n in names:
+            ours = [res[(n, "default", s, a)] for s in args.seeds]
+            yours = [res[(n, "guess", s, None)] for s in args.seeds]
+            f = (np.array([o[0] for o in ours]), np.array([y[0] for y in yours]))
+            w = (np.array([o[1] for o in ours]), np.array([y[1] for y in yours]))
+            r, lo, hi = ratio_interval([f])
+            pairs.append(f)
+            print(f"{label} {n:26s} {r:.3f} ({lo:.3f}-{hi:.3f}) worst "
+                  f"{ratio_interval([w])[0]:.2f} n {ours[0][2][::5]}", flush=True)
+        r, lo, hi = ratio_interval(pairs)
+        print(f"{label} geometric mean {r:.3f} ({lo:.3f}-{hi:.3f})", flush=True)
 
 
 if __name__ == "__main__":
