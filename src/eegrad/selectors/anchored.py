@@ -8,12 +8,14 @@ and leave it only as far as the run's evidence carries:
 
 **Your spend, kept where it hurts least** (:meth:`AnchoredPlan.even_split`). A total budget of
 your FedAvg's expected spend binds where your clients come out costlier than expected (client
-costs in samples or seconds vary; your FedAvg would have spent more). The rule then asks one
-client fewer in the earliest rounds — as soon as the budget left, less a reserve of one
-standard deviation of the rounds left's spend (:class:`SpendNoise`), no longer affords your n
-in every round left — never in the last :data:`PROTECTED_ROUNDS` while the budget affords them,
-whose noise the final model keeps; the last round spends what the reserve saved on more
-clients. Where the costs do not vary (client trainings), every round is your n.
+costs in samples or seconds vary; your FedAvg would have spent more). The rule then asks fewer
+clients in the earliest rounds — as soon as the budget left, less a reserve for the spend's
+noise (:data:`RESERVE_Z` standard deviations of the rounds left's spend, :class:`SpendNoise`)
+and for the last rounds' worst case (a round never costs more than the budget left at the
+costliest client seen), no longer affords your n in every round left — never in the last
+:data:`PROTECTED_ROUNDS` while the budget affords them, whose noise the final model keeps; the
+last round spends what the reserve saved on more clients. Where the costs do not vary (client
+trainings), every round is your n.
 
 **Departures, by the knob and the clients' loss.** With ``departure`` α > 0 (default 0: your
 schedule), a total budget's rule may also move clients from early rounds to the last ones where
@@ -29,7 +31,7 @@ where the clients report none, nothing can show harm and the rule keeps your n.
 
 In the practitioner's words (the guarantee :func:`eegrad.flower.choose_clients` states): every
 round asks your FedAvg's n, within its spend, for your rounds; where your clients cost more than
-your budget foresaw, one fewer in the earliest rounds, never the last; with ``departure`` α, at
+your budget foresaw, fewer in the earliest rounds, never the last; with ``departure`` α, at
 least ⌈(1 − α)·n⌉ a round, and fewer than your n only while the clients' loss shows no harm.
 These are the conservative bandit's terms (Wu, Shariff, Lattimore and Szepesvári, ICML 2016):
 the baseline's action unless the evidence shows a departure is no worse.
@@ -84,6 +86,9 @@ LOSS_MARGIN = 0.2
 PROTECTED_ROUNDS = 3
 #: The standard deviations of the spend of the rounds left kept in reserve (:class:`SpendNoise`).
 RESERVE_Z = 2.0
+#: The standard deviations of one client's cost above its mean taken as the costliest client's
+#: price, at which the strategy lets a round cost no more than the budget left.
+WORST_Z = 3.0
 #: The metric Flower's apps report their clients' training loss under.
 LOSS_METRIC = "train_loss"
 
@@ -300,13 +305,16 @@ class AnchoredPlan(BudgetThompson):
         return min(self._shape[1], floor_of(self.baseline(), self.departure))
 
     def even_split(self) -> int:
-        """Your n, but one fewer in the next rounds where your budget falls short of your n in
+        r"""Your n, but fewer in the next rounds where your budget falls short of your n in
         every round left (your FedAvg's clients came out costlier than its expected spend),
-        with a reserve for the spend's noise (:class:`SpendNoise`): the shortfall taken from
-        the earliest rounds, whose noise the rounds after forget, never from the last
-        :data:`PROTECTED_ROUNDS` while the budget affords them. The run's last round asks the
-        most clients the budget left affords (what the reserve saved). Your n until a few
-        rounds have shown the costs."""
+        with a reserve for the spend's noise and for the last rounds' worst case
+        (:class:`SpendNoise`): the shortfall taken from the earliest rounds, whose noise the
+        rounds after forget, never from the last :data:`PROTECTED_ROUNDS` while the budget
+        affords them. A round never costs more than the budget left at the costliest client
+        seen, so each of those rounds needs :math:`n_b\,(\bar c + z_w \hat\sigma_c)` before it
+        (:data:`WORST_Z`), where its expected cost is :math:`n_b \bar c`. The run's last round
+        asks the most clients the budget left affords (what the reserve saved). Your n until a
+        few rounds have shown the costs."""
         a, b = self._ahead, self.baseline()
         if not a.told() or a.rounds_left is None or self.spend_noise.rounds < REFERENCE_ROUNDS:
             return b
@@ -314,16 +322,18 @@ class AnchoredPlan(BudgetThompson):
         if left <= 1:
             fits = np.flatnonzero(a.costs <= a.budget_left)
             return max(b, int(fits.max()) + 1) if fits.size else 1
-        spendable = a.budget_left - RESERVE_Z * self.spend_noise.client_sd() * math.sqrt(
-            b * (left - 1))
+        sd = self.spend_noise.client_sd()
+        n = np.arange(1, b + 1)
         kept = min(PROTECTED_ROUNDS, left)
-        if left <= kept:  # a protected round: your n while the budget affords it
-            fits = np.flatnonzero(a.costs[:b] * left <= a.budget_left)
+        if left <= kept:  # a protected round: your n while the budget affords it at the worst
+            fits = np.flatnonzero(a.costs[:b] * left + WORST_Z * sd * n <= a.budget_left)
             return int(fits.max()) + 1 if fits.size else 1
+        spendable = a.budget_left - RESERVE_Z * sd * math.sqrt(b * (left - 1))
+        protected = kept * a.costs[b - 1] + WORST_Z * sd * b
         step = a.costs[b - 1] - (a.costs[b - 2] if b >= 2 else 0.0)
-        if b < 2 or a.costs[b - 1] * left - spendable < step:
+        if b < 2 or a.costs[b - 1] * (left - kept) + protected - spendable < step:
             return b
-        share = (spendable - kept * a.costs[b - 1]) / (left - kept)
+        share = (spendable - protected) / (left - kept)
         return max(1, min(b - 1, int(np.argmin(np.abs(a.costs[:b] - share))) + 1))
 
     def plan_contraction(self) -> float:
