@@ -73,10 +73,10 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
     clients every round (your strategy's ``fraction_train`` of the nodes, at least its
     ``min_train_nodes``) for your ``num_rounds``, within what it spends. The default asks your
     n every round. Where your clients' costs vary (samples, seconds) and come out higher than
-    your budget foresaw, it asks one client fewer in the earliest rounds — keeping a reserve of
-    two standard deviations of the rounds left's spend — never in the last three while the
-    budget affords them, whose noise stays in the final model; the last round spends what the
-    reserve saved on more clients. ``departure`` α (the one knob, default 0) lets a round ask
+    your budget foresaw, it asks fewer clients in the earliest rounds — keeping a reserve for
+    the spend's noise and for the last rounds at the costliest client seen — never in the last
+    three while the budget affords them, whose noise stays in the final model; the last round
+    spends what the reserve saved on more clients. ``departure`` α (the one knob, default 0) lets a round ask
     down to ⌈(1 − α)·n⌉ clients, to pay for more in the last rounds, once the rounds have shown
     (at the upper confidence bound of its fit) that a round's noise is forgotten — and only
     while the training loss your clients report (``train_loss``) has not risen above the level
