@@ -479,8 +479,9 @@ def report(rows: list[dict[str, Any]], arms: list[dict[str, Any]], out: Path,
              "charged to the budget. Groups: development (the rule may be tuned on them), "
              "held-out (seen: each frozen before a rule ran on it, since read: seven before the "
              "rule of rounds, four before the anchored default, four before the default that "
-             "keeps your n), held-out (fresh: frozen before the default whose last rounds are "
-             "kept for the worst case ran on them)."), "",
+             "keeps your n, four before the default whose last rounds are kept for the worst "
+             "case), held-out (fresh: frozen before the default that draws among your FedAvg's "
+             "clients ran on them)."), "",
             *_took(took), ""]
     text += ["## Targets", "", *_targets_text(summary), "", *_rounds_line(summary), ""]
     text += ["## At your FedAvg's rate: over each group", "", *_headline(summary), ""]
