@@ -31,6 +31,7 @@ from .._validation import InvalidParameterError, check_integer, check_real, fail
 from ..selectors import AnchoredPlan, AnchoredProgress, Selector, SpreadThompson
 from ..selectors.anchored import DEFAULT_DEPARTURE, LOSS_METRIC
 from .budgets import baseline_of
+from .draws import draw_nodes
 from .driver import RuleDriver
 from .factory import RunOptions
 from .log_counts import round_counts
@@ -255,7 +256,8 @@ class RoundLoop(Strategy):
         n = rule.ask(least, most, budget.outlook(state, server_round, state.num_rounds,
                                                  baseline=yours))  # fmt: skip
         self.release.charge(state, server_round, n, len(nodes))
-        pick = state.streams.sampling.choice(len(nodes), size=min(n, len(nodes)), replace=False)
+        pick = draw_nodes(state.streams.sampling, len(nodes), n,
+                          yours if getattr(rule.selector, "draws_among_yours", False) else None)
         if budget.prices_unseen:  # late nodes of unknown cost: a few a round (newcomers.py)
             pick = limit_newcomers(state, nodes, pick, server_round, state.streams.sampling)
         chosen = [nodes[i] for i in sorted(pick)]
