@@ -29,11 +29,12 @@ def _quiet_flower():
 
 
 def _app(step: float, steps: int, noise: float, loss=lambda w, mu, rnd: 0.5 * np.sum(
-        (w - mu) ** 2), cost=None) -> ClientApp:  # fmt: skip
+        (w - mu) ** 2), cost=None, asked=None) -> ClientApp:  # fmt: skip
     """A client of a quadratic federation: ``steps`` local steps w ← w − step·(w − μ_i) plus
     Gaussian noise of scale ``noise`` a step (seeded by client and round), replying its model,
     its trainings and, as Flower's apps do, its ``train_loss`` (``loss(w, μ_i, round)`` after
-    training; ``loss=None``: none) and, given ``cost(pid)``, its ``cost``; nothing of eegrad."""
+    training; ``loss=None``: none) and, given ``cost(pid)``, its ``cost``; nothing of eegrad.
+    Each (round, client) trained is appended to ``asked`` where given."""
     app = ClientApp()
 
     @app.train()
@@ -42,6 +43,8 @@ def _app(step: float, steps: int, noise: float, loss=lambda w, mu, rnd: 0.5 * np
         rnd = int(msg.content["config"]["server-round"])
         seed = int(msg.content["config"].get("seed", 0))
         rng = np.random.default_rng([seed, pid, rnd])
+        if asked is not None:
+            asked.append((rnd, pid))
         w = msg.content["arrays"]["w"].numpy()
         for _ in range(steps):
             w = w - step * (w - MU[pid]) + noise * rng.standard_normal(D)
@@ -193,6 +196,61 @@ def test_a_shortfall_of_your_spend_is_taken_from_the_earliest_rounds_never_the_l
         assert min(arms) == 4
         assert 4 in arms[:20]
         assert min(arms[-3:]) >= 5
+
+
+def test_a_round_of_fewer_asks_among_the_clients_your_round_would_ask():
+    """Under a shortfall the default asks 4 in some rounds and more than 5 in its last: each
+    round's clients are among those the same run at your 5 a round asks in that round (or
+    include them), round after round — the run differs from yours only where its n does."""
+    from eegrad.flower import EEGradStrategy
+    from eegrad.selectors import FixedArm
+
+    cost = lambda pid: 1 + pid % 3
+    for seed in range(3):
+        ours, yours = [], []
+        strategy = choose_clients(_yours(), budget=290.0, unit="cost", rng=seed)
+        _, arms = _run(strategy, _app(0.5, 4, 0.0, _learning, cost, ours), seed)
+        fixed = EEGradStrategy(strategy=_yours(), selector=FixedArm(5), total_budget=1e9,
+                               cost_metric="cost", rng=seed)  # fmt: skip
+        _run(fixed, _app(0.5, 4, 0.0, _learning, cost, yours), seed)
+        assert min(arms) == 4
+        assert max(arms) > 5
+        for rnd, n in enumerate(arms, start=1):
+            mine = {pid for r, pid in ours if r == rnd}
+            theirs = {pid for r, pid in yours if r == rnd}
+            assert len(mine) == n
+            assert len(theirs) == 5
+            assert mine <= theirs if n <= 5 else theirs <= mine
+
+
+def _after_rounds(spends):
+    """The n of the round after rounds of your 6 that spent ``spends`` (a round of n costs n:
+    180 for 30 rounds)."""
+    costs = np.arange(1.0, 21.0)
+    rule = AnchoredPlan(population=20)
+    rule.init(1, 20, 3)
+    rng, budget, left = np.random.default_rng(0), 180.0, 30
+    for t, spent in enumerate(spends, start=1):
+        arm = rule.ask(t, outlook=Outlook(costs=costs, budget_left=budget, rounds_left=left,
+                                          baseline=6))  # fmt: skip
+        assert arm[0] == 5
+        parts = rng.standard_normal((6, 3))
+        rule.tell_parts(arm, parts[None], np.ones((1, 6)),
+                        mean_norm2=np.array([np.sum(parts.mean(axis=0) ** 2)]))
+        budget, left = budget - spent, left - 1
+    arm = rule.ask(len(spends) + 1, outlook=Outlook(costs=costs, budget_left=budget,
+                                                    rounds_left=left, baseline=6))  # fmt: skip
+    return int(arm[0]) + 1
+
+
+def test_a_shortfall_gives_up_the_reserve_before_a_cut_deeper_than_half_your_n():
+    """Four rounds of your 6 spent 12, 0, 12, 12: σ̂_c² = mean(r²/6) = 6, and 144 left for 26
+    rounds. The reserve (2σ̂_c√(6·25) = 60) and the last three rounds' worst case
+    (3·6 + 3σ̂_c·6 = 62.1) leave (144 − 60 − 62.1)/23 = 0.95 a round: one client. Half your n,
+    3 in each of the 23 rounds, fits the 144 less the last rounds' 62.1 (131.1): the round asks
+    3. Spent 18, 6, 18, 18 instead (σ̂_c² = 18, 120 left), half needs 163.4: one client."""
+    assert _after_rounds([12.0, 0.0, 12.0, 12.0]) == 3
+    assert _after_rounds([18.0, 6.0, 18.0, 18.0]) == 1
 
 
 def test_the_clients_loss_ends_a_departure_on_a_rise_beyond_its_reference():

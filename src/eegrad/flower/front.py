@@ -76,7 +76,10 @@ def choose_clients(strategy: Strategy, budget: float | None = None, unit: str = 
     your budget foresaw, it asks fewer clients in the earliest rounds — keeping a reserve for
     the spend's noise and for the last rounds at the costliest client seen — never in the last
     three while the budget affords them, whose noise stays in the final model; the last round
-    spends what the reserve saved on more clients. ``departure`` α (the one knob, default 0) lets a round ask
+    spends what the reserve saved on more clients; a cut deeper than half your n gives up
+    that reserve first. A round asks its clients among those your
+    round would ask (fewer: a subset; more: those and others), so the run differs from yours
+    only where its n does. ``departure`` α (the one knob, default 0) lets a round ask
     down to ⌈(1 − α)·n⌉ clients, to pay for more in the last rounds, once the rounds have shown
     (at the upper confidence bound of its fit) that a round's noise is forgotten — and only
     while the training loss your clients report (``train_loss``) has not risen above the level

@@ -14,8 +14,9 @@ noise (:data:`RESERVE_Z` standard deviations of the rounds left's spend, :class:
 and for the last rounds' worst case (a round never costs more than the budget left at the
 costliest client seen), no longer affords your n in every round left — never in the last
 :data:`PROTECTED_ROUNDS` while the budget affords them, whose noise the final model keeps; the
-last round spends what the reserve saved on more clients. Where the costs do not vary (client
-trainings), every round is your n.
+last round spends what the reserve saved on more clients. A cut deeper than half your n gives
+up the noise's reserve first: rounds of a client or two are what the model feels, the reserve
+only a margin. Where the costs do not vary (client trainings), every round is your n.
 
 **Departures, by the knob and the clients' loss.** With ``departure`` α > 0 (default 0: your
 schedule), a total budget's rule may also move clients from early rounds to the last ones where
@@ -28,6 +29,11 @@ fitted decrease within a factor :math:`1/(1-\alpha)` of :math:`n_b`. A departure
 clients' reported training loss (``train_loss``, as Flower's apps report it) and ends for the
 run once that loss rises above the level your own rounds had left it at (:class:`ClientsLoss`):
 where the clients report none, nothing can show harm and the rule keeps your n.
+
+**The clients of your rounds.** A round asks its clients among those a round of yours would
+ask in the same run (the first n of your :math:`n_b`, or those and more;
+:mod:`eegrad.flower.draws`): a round of one client fewer leaves every later round's clients
+as yours, so that the run differs from your FedAvg's only where its n does.
 
 In the practitioner's words (the guarantee :func:`eegrad.flower.choose_clients` states): every
 round asks your FedAvg's n, within its spend, for your rounds; where your clients cost more than
@@ -111,8 +117,8 @@ class ClientsLoss:
     """
 
     def __init__(self) -> None:
-        #: Each round's (whether it departed, 1 or 0; its clients' loss or NaN), in order.
-        self.rounds: list[list[float]] = []
+        #: Each round's clients' loss (NaN: not reported), in order.
+        self.losses: list[float] = []
         #: The reference (mean, standard deviation), once a round has left your n.
         self.reference: list[float] | None = None
         #: Whether the clients' loss has shown that leaving your n hurt (for the run).
@@ -123,14 +129,14 @@ class ClientsLoss:
         n by the rule's choice (``departed``; a round your budget thinned is your n's)."""
         value = float("nan") if loss is None or not math.isfinite(loss) else float(loss)
         if departed and self.reference is None:  # the first departure: the reference
-            before = [r[1] for r in self.rounds[-REFERENCE_ROUNDS:]]
+            before = self.losses[-REFERENCE_ROUNDS:]
             if len(before) == REFERENCE_ROUNDS and np.all(np.isfinite(before)):
                 self.reference = [float(np.mean(before)), float(np.std(before, ddof=1))]
             else:  # nothing to judge the departure by: it ends
                 self.tripped = True
-        self.rounds.append([float(departed), value])
+        self.losses.append(value)
         if self.reference is not None and not self.tripped:
-            last = [r[1] for r in self.rounds[-LEVEL_ROUNDS:]]
+            last = self.losses[-LEVEL_ROUNDS:]
             mean, sd = self.reference
             se = sd * math.sqrt(1.0 / REFERENCE_ROUNDS + 1.0 / LEVEL_ROUNDS)
             if not np.all(np.isfinite(last)) or np.mean(last) > mean + max(LOSS_Z * se,
@@ -142,7 +148,7 @@ class ClientsLoss:
         :data:`REFERENCE_ROUNDS` rounds, and it has not risen since the departures began."""
         if self.tripped:
             return False
-        recent = [r[1] for r in self.rounds[-REFERENCE_ROUNDS:]]
+        recent = self.losses[-REFERENCE_ROUNDS:]
         return len(recent) == REFERENCE_ROUNDS and bool(np.all(np.isfinite(recent)))
 
     def explain(self) -> str:
@@ -155,6 +161,12 @@ class ClientsLoss:
 def floor_of(baseline: int, departure: float) -> int:
     r"""The fewest clients a round may ask, :math:`\max(1, \lceil (1-\alpha)\, n_b\rceil)`."""
     return max(1, math.ceil((1.0 - departure) * baseline - 1e-9))
+
+
+def _may_depart(rule: AnchoredPlan | AnchoredProgress) -> bool:
+    """Whether the rule's round may leave your n: a departure asked for, the rounds past your
+    own and the clients' loss carrying it."""
+    return rule.departure > 0 and not rule._at_baseline() and rule.clients_loss.evidence()
 
 
 def _check_knobs(departure: Any, confidence: Any, owner: str) -> tuple[float, float]:
@@ -240,6 +252,9 @@ class AnchoredPlan(BudgetThompson):
 
     #: Besides the total-budget rule's, the n your strategy would ask.
     reads = frozenset({*BudgetThompson.reads, "baseline"})
+    #: A round draws its clients among those a round of yours would ask
+    #: (:mod:`eegrad.flower.draws`): the run differs from yours only where its n does.
+    draws_among_yours = True
     goes_without = frozenset({*BudgetThompson.goes_without, "baseline"})
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
@@ -312,9 +327,11 @@ class AnchoredPlan(BudgetThompson):
         rounds after forget, never from the last :data:`PROTECTED_ROUNDS` while the budget
         affords them. A round never costs more than the budget left at the costliest client
         seen, so each of those rounds needs :math:`n_b\,(\bar c + z_w \hat\sigma_c)` before it
-        (:data:`WORST_Z`), where its expected cost is :math:`n_b \bar c`. The run's last round
-        asks the most clients the budget left affords (what the reserve saved). Your n until a
-        few rounds have shown the costs."""
+        (:data:`WORST_Z`), where its expected cost is :math:`n_b \bar c`. A cut deeper than
+        half your n (:math:`\lceil n_b/2\rceil`) gives up the noise's reserve first: half your
+        n while the budget left affords it in every round left besides the last rounds' worst
+        case. The run's last round asks the most clients the budget left affords (what the
+        reserve saved). Your n until a few rounds have shown the costs."""
         a, b = self._ahead, self.baseline()
         if not a.told() or a.rounds_left is None or self.spend_noise.rounds < REFERENCE_ROUNDS:
             return b
@@ -334,7 +351,11 @@ class AnchoredPlan(BudgetThompson):
         if b < 2 or a.costs[b - 1] * (left - kept) + protected - spendable < step:
             return b
         share = (spendable - protected) / (left - kept)
-        return max(1, min(b - 1, int(np.argmin(np.abs(a.costs[:b] - share))) + 1))
+        n = max(1, min(b - 1, int(np.argmin(np.abs(a.costs[:b] - share))) + 1))
+        half = floor_of(b, 0.5)  # the reserve given up before a cut deeper than half your n
+        if n < half and a.costs[half - 1] * (left - kept) + protected <= a.budget_left:
+            return half
+        return n
 
     def plan_contraction(self) -> float:
         r""":math:`\rho` the plan takes: the square of the upper confidence bound of what a round
@@ -374,7 +395,7 @@ class AnchoredPlan(BudgetThompson):
                 return (f"the run's last round: the most clients the budget left affords "
                         f"(n = {self.last_round_arm() + 1}), its noise stays in the final model")
             return f"your strategy's n ({self._baseline}) while the budget lasts"
-        if self.departure > 0 and not self._at_baseline() and self.clients_loss.evidence():
+        if _may_depart(self):
             rho = self.plan_contraction() if np.isfinite(self.model.kept()[0]) else None
             return (a.explain_plan(self.planned_arms(), rho)
                     + f"; never fewer than {self.floor()} a round (your n, {self.baseline()}, "
@@ -416,8 +437,7 @@ class AnchoredPlan(BudgetThompson):
                 return super()._select(t)
             last = self.last_round_arm()
             return np.full(R, self._baseline - 1 if last is None else last, dtype=np.int64)
-        self._departing = self.departure > 0 and not self._at_baseline() and \
-            self.clients_loss.evidence()
+        self._departing = _may_depart(self)
         arm = int(self.planned_arms()[0]) if self._departing else self.even_split() - 1
         a = self._ahead
         if a.told():
@@ -444,6 +464,8 @@ class AnchoredProgress(ProgressThompson):
 
     #: Besides the per-round rule's, the n your strategy would ask.
     reads = frozenset({*ProgressThompson.reads, "baseline"})
+    #: As :attr:`AnchoredPlan.draws_among_yours`.
+    draws_among_yours = True
     goes_without = frozenset({*ProgressThompson.goes_without, "baseline"})
 
     def __init__(self, discount: float = 0.9, population: int | None = None, spend: Any = None,
@@ -512,8 +534,7 @@ class AnchoredProgress(ProgressThompson):
 
     def _select(self, t: int) -> np.ndarray:
         R = self._shape[0]
-        self._departing = self.departure > 0 and not self._at_baseline() and \
-            self.clients_loss.evidence()
+        self._departing = _may_depart(self)
         if not self._departing:
             return np.full(R, self.baseline() - 1, dtype=np.int64)
         return self._choose()
