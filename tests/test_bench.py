@@ -676,6 +676,23 @@ def test_the_hindsight_scale_is_the_geometric_mean_of_each_settings_best_over_yo
     assert "met in 2 of 2" in said  # 0.95 and 1.0 of your FedAvg's, worst rounds alike
 
 
+def test_the_per_setting_table_says_what_each_method_spent_over_your_fedavgs_spend():
+    """Two seeds by hand: the default spent 90 and 110 where your FedAvg spent 100 and 100,
+    a fixed n with the last round 50 and 60: the table's last column is the mean of the ratios, 1.000 and 0.550."""
+    from eegrad.bench.report import _per_setting
+
+    def run(loss, cost):
+        return {"loss": np.array([loss, loss]), "accuracy": np.array([0.5, 0.5]),
+                "worst": np.array([2.0, 2.0]), "cost": np.array(cost)}
+
+    s = {"split": "development", "R": 60, "finals": {
+        "guess": run(1.0, [100.0, 100.0]), "default": run(0.9, [90.0, 110.0]),
+        "last": run(1.1, [50.0, 60.0])}}
+    rows = {line.split(" | ")[4]: line for line in _per_setting({"x": s}, None)[2:]}
+    assert rows["default"].endswith("| 1.000 |")
+    assert rows["fixed n + last round"].endswith("| 0.550 |")
+
+
 def test_a_studys_subclass_of_the_default_rule_runs_as_the_default():
     """``run_one(..., rule_class=...)``: the default's rule of the setting's mode as a study's
     subclass, built from the default's parameters, runs as the default does (a subclass that

@@ -192,10 +192,11 @@ def readme_table(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 def _per_setting(summary: dict[str, dict[str, Any]], rates: dict[str, Any] | None) -> list[str]:
     """Per setting and method: final loss over your FedAvg's (95 %), accuracy difference
-    (points, 95 %), worst round over your FedAvg's worst."""
+    (points, 95 %), worst round over your FedAvg's worst, and what it spent over what your
+    FedAvg spent (the mean over the seeds of the ratio of their runs' costs)."""
     head = ["setting", "group", "R", "your FedAvg's rate", "method",
             "final loss / your FedAvg's (95 %)", "accuracy − your FedAvg's (points, 95 %)",
-            "worst round / your FedAvg's worst (95 %)"]  # fmt: skip
+            "worst round / your FedAvg's worst (95 %)", "spend / your FedAvg's"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for split, label in GROUPS.items():
         for name, s in summary.items():
@@ -209,10 +210,11 @@ def _per_setting(summary: dict[str, dict[str, Any]], rates: dict[str, Any] | Non
                 r, lo, hi = ratio_interval([(f[m]["loss"], f["guess"]["loss"])])
                 w, wlo, whi = ratio_interval([(f[m]["worst"], f["guess"]["worst"])])
                 d, h = _paired(f[m]["accuracy"], f["guess"]["accuracy"])
+                spend = float(np.mean(f[m]["cost"] / f["guess"]["cost"]))
                 lines.append(f"| {name} | {label} | {s.get('R', '—')} | "
                              f"{'—' if lr is None else f'{lr:g}'} | {LABELS.get(m, m)} | "
                              f"{r:.3f} ({lo:.3f}–{hi:.3f}) | {100 * d:+.1f} ± {100 * h:.1f} | "
-                             f"{w:.3f} ({wlo:.3f}–{whi:.3f}) |")  # fmt: skip
+                             f"{w:.3f} ({wlo:.3f}–{whi:.3f}) | {spend:.3f} |")  # fmt: skip
     return lines
 
 

@@ -102,10 +102,10 @@ class BuiltInStep:
                 for nid in nodes]  # fmt: skip
 
     def aggregate(self, server_round: int, rnd: dict[str, Any], G: list[Any], scale: float,
-                  fold: RoundFold, kept: Sequence[Message],
+                  fold: RoundFold, kept: Sequence[Message], metrics: dict[str, Any],
                   ) -> tuple[ArrayRecord, dict[str, Any] | None]:  # fmt: skip
         r""":math:`w \leftarrow w - \eta\rho G`, array by array in the model's dtypes (ρ the
-        round's ``scale``); the clients' metrics, their weighted means."""
+        round's ``scale``); the clients' ``metrics`` (their weighted means) as they are."""
         out = {}
         for k, w, g in zip(rnd.keys, rnd.model, G, strict=True):
             # w − ηρg with one temporary (the same values as w − (ηρ)·g)
@@ -113,7 +113,7 @@ class BuiltInStep:
                               dtype=np.result_type(w, g))  # fmt: skip
             new += w
             out[k] = array_of(new if new.dtype == w.dtype else cast_like(new, w.dtype))
-        return ArrayRecord(out), fold.client_metrics()
+        return ArrayRecord(out), metrics
 
     def state(self) -> None:
         """The run state a checkpoint keeps: none."""
@@ -233,13 +233,13 @@ class InnerStrategy:
         return configure_inner(self.strategy, server_round, arrays, config, grid, nodes)
 
     def aggregate(self, server_round: int, rnd: dict[str, Any], G: list[Any], scale: float,
-                  fold: RoundFold, kept: Sequence[Message],
+                  fold: RoundFold, kept: Sequence[Message], metrics: dict[str, Any],
                   ) -> tuple[ArrayRecord | None, dict[str, Any] | None]:  # fmt: skip
         """Its aggregate of the round: of one synthetic reply :math:`w - \\rho G` with the
-        round's total weight and the clients' metrics (a linear strategy), or of the replies
-        ``kept``."""
+        round's total weight and the clients' ``metrics`` (a linear strategy), or of the
+        replies ``kept``."""
         given = list(kept) if self.keeps_replies else [mean_reply(
-            rnd.model, rnd.keys, G, scale, fold.total_weight, fold.client_metrics(),
+            rnd.model, rnd.keys, G, scale, fold.total_weight, metrics,
             arrayrecord_key=self.keys["arrayrecord_key"],
             weighted_by_key=self.keys["weighted_by_key"])]  # fmt: skip
         return self.strategy.aggregate_train(server_round, given)

@@ -368,21 +368,23 @@ class RoundLoop(Strategy):
             state.pending = None
             raise
         used = self.budgeting.spent(state, fold, p.n, timed_out, p.timeout)
+        # the clients' metrics, weighted means (none where the path may not read them)
+        client = fold.client_metrics() if replied else {}
         if replied:  # the round's one record: its mean, the parts' spread, their local steps
             steps = fold.local_steps()
             self.budgeting.note_local_steps(state, fold, steps, p.server_round)
             rule.tell(*fold.evidence(rule.selector.reads), local_steps=steps)
-            self._tell_clients_loss(fold, p.n)
+            self._tell_clients_loss(client.get(LOSS_METRIC), p.n)
         else:
             rule.withdraw()
-        new_arrays, inner_metrics = None, fold.client_metrics() if replied else {}
+        new_arrays, inner_metrics = None, client
         scale = 1.0
         if replied and rule.done:
             scale = self._step_scale(p.n)
             G = rule.result()
             with round_counts(received=(replied, len(failed))):
-                new_arrays, inner_metrics = self.aggregator.aggregate(p.server_round, p, G,
-                                                                      scale, fold, kept)  # fmt: skip
+                new_arrays, inner_metrics = self.aggregator.aggregate(
+                    p.server_round, p, G, scale, fold, kept, client)
             rule.next_iterate()
             state.steps_taken += 1
         del fold, kept  # nothing of the round is kept past its use
@@ -413,21 +415,19 @@ class RoundLoop(Strategy):
         state.pending = None
         return new_arrays, MetricRecord(metrics)
 
-    def _tell_clients_loss(self, fold: RoundFold, n: int) -> None:
+    def _tell_clients_loss(self, loss: Any, n: int) -> None:
         """Tell a rule that judges its departures by the clients' training loss (the default:
-        :class:`~eegrad.selectors.anchored.ClientsLoss`) the round's, the weighted mean of their
-        ``train_loss`` — None where they report none, or where the path may not read their own
-        numbers (central DP, as their costs) or sees only sums (SecAgg+)."""
+        :class:`~eegrad.selectors.anchored.ClientsLoss`) the round's ``loss``, the weighted mean
+        of their ``train_loss`` — None where they report none, or where the path may not read
+        their own numbers (central DP and SecAgg+ pass no client metric)."""
         selector = self.state.rule.selector
         hook = getattr(selector, "tell_clients_loss", None)
         if hook is None:
             return
-        loss = fold.client_metrics().get(LOSS_METRIC) if fold.reveals_costs else None
         loss = float(loss) if isinstance(loss, (int, float)) else None
         if loss is None and getattr(selector, "departure", 0.0) > 0 and not self._said_no_loss:
             self._said_no_loss = True
-            why = ("the replies carry none this path may read (central DP and secure sums "
-                   "never do)" if fold.replied else "no reply came")  # fmt: skip
+            why = "the replies carry none this path may read (central DP and secure sums never do)"
             log(WARNING, "EE-Grad: departure=%g leaves your n only where the clients' "
                 "'%s' shows no harm, and %s: your n every round.", selector.departure,
                 LOSS_METRIC, why)  # fmt: skip
