@@ -92,7 +92,8 @@ def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
         out = []
         for j, msg in enumerate(messages):
             msg.metadata.__dict__["_message_id"] = f"m{j}"
-            reply = Message(replies_content[j], reply_to=msg)
+            # a RecordDict of its own each round: the strategy clears a reply's once folded
+            reply = Message(RecordDict(dict(replies_content[j].items())), reply_to=msg)
             reply.metadata.__dict__["_src_node_id"] = msg.metadata.dst_node_id
             out.append(reply)
         return out
