@@ -6,7 +6,8 @@ them (an ArrayRecord of serialised arrays and a ``num-examples`` metric), then o
 aggregation timed: FedAvg's ``aggregate_train`` against EEGradStrategy's ``configure_train`` and
 ``aggregate_train`` (the model's deserialisation, the one pass over the replies, the selector's
 ask and tell, the step and its serialisation), with ``FixedArm(n)``, with the default rule
-(:func:`eegrad.flower.strategy.default_rule`, whose first round asks all n), and with Flower's
+(:func:`eegrad.flower.strategy.default_rule`, around Flower's FedAvg of ``fraction_train`` 1:
+your n, all n, every round), and with Flower's
 ``FedAdam`` inside (``strategy=FedAdam()``, ``FixedArm(n)``) against ``FedAdam`` alone. Each case runs in a process of
 its own, so that its peak resident memory (``ru_maxrss``) is its own: it is reported whole (the
 replies included, as a server holds them) and above the process's peak before the round.
@@ -102,7 +103,9 @@ def one(strategy: str, total: int, n: int, repeat: int) -> dict[str, float]:
         if strategy in ("fedavg", "fedadam"):
             return FedAvg() if strategy == "fedavg" else FedAdam()
         selector = None if strategy == "eegrad-default" else FixedArm(n)
-        inner = FedAdam() if strategy == "eegrad-fedadam" else None
+        # the default keeps your n: your FedAvg's, every node (fraction_train = 1)
+        inner = (FedAdam() if strategy == "eegrad-fedadam" else
+                 FedAvg() if strategy == "eegrad-default" else None)  # fmt: skip
         return EEGradStrategy(budget=10.0 * n + 1.0, c_min=10.0, selector=selector, rng=0,
                               strategy=inner)  # fmt: skip
 
