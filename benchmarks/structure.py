@@ -189,15 +189,96 @@ def trace_round() -> dict[str, Any]:
     return {"files": sorted(files), "the rule's tell methods called": sorted(told)}
 
 
+def path_of_one_round() -> dict[str, list[tuple[int, str]]]:
+    """The second round of ``choose_clients(FedAvg(fraction_train=0.5))`` on a LocalGrid of six
+    nodes whose clients are Flower's own (a ClientApp of no eegrad), profiled: every function
+    of eegrad called from its ``configure_train`` to the end of its ``aggregate_train``, by
+    file (the grid's own functions left out: they stand for Flower's SuperLink), each as (its
+    first line, its qualified name)."""
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp.strategy import FedAvg
+
+    from eegrad.flower import LocalGrid, choose_clients
+
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Any, context: Any) -> Any:  # a client of Flower's own
+        w = msg.content["arrays"]["w"].numpy()
+        pid = int(context.node_config["partition-id"])
+        w = w - 0.1 * (w - pid)
+        return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w)}), "metrics":
+                                   MetricRecord({"num-examples": 10, "train_loss": 1.0})}),
+                       reply_to=msg)  # fmt: skip
+
+    strategy = choose_clients(FedAvg(fraction_train=0.5, fraction_evaluate=0.0), rng=0)
+    src = Path(__import__("eegrad").__file__).parent
+    grid_file = str(src / "flower" / "grid.py")
+    called: dict[str, set[tuple[int, str]]] = {}
+    inside = [False]
+
+    def on_call(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not inside[0]:
+            return
+        code = frame.f_code
+        path = Path(code.co_filename)
+        if src not in path.parents or code.co_filename == grid_file:
+            return
+        name = getattr(code, "co_qualname", code.co_name)
+        called.setdefault(str(path.relative_to(src.parent)), set()).add(
+            (code.co_firstlineno, name))
+
+    configure, aggregate = strategy.configure_train, strategy.aggregate_train
+
+    def configure_train(server_round: int, *a: Any, **kw: Any) -> Any:
+        inside[0] = server_round == 2
+        return configure(server_round, *a, **kw)
+
+    def aggregate_train(server_round: int, *a: Any, **kw: Any) -> Any:
+        try:
+            return aggregate(server_round, *a, **kw)
+        finally:
+            inside[0] = False
+
+    strategy.configure_train, strategy.aggregate_train = configure_train, aggregate_train
+    sys.setprofile(on_call)
+    try:
+        strategy.start(grid=LocalGrid(app, 6, seed=1), num_rounds=3,
+                       initial_arrays=ArrayRecord({"w": Array(np.zeros(4))}))  # fmt: skip
+    finally:
+        sys.setprofile(None)
+    return {f: sorted(v) for f, v in sorted(called.items())}
+
+
+def path_table(path: dict[str, list[tuple[int, str]]]) -> list[str]:
+    """:func:`path_of_one_round` as a Markdown table: a file, its lines, the functions."""
+    src = Path(__import__("eegrad").__file__).parent.parent
+    total = sum(len(v) for v in path.values())
+    lines = [f"One round executes {total} functions of eegrad in {len(path)} files:", "",
+             "| file | its lines | functions called (first line) |", "|---|---|---|"]
+    for f, functions in path.items():
+        size = len((src / f).read_text().splitlines())
+        names = ", ".join(f"`{name}` ({line})" for line, name in functions)
+        lines.append(f"| `{f}` | {size} | {names} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--optax", type=Path, default=None,
                     help="optax/_src/transform.py of an unpacked Optax wheel")  # fmt: skip
+    ap.add_argument("--path", action="store_true",
+                    help="only the path of one round, as docs/architecture.md shows it")
     args = ap.parse_args(argv)
     import logging
 
     for logger in (logging.getLogger("flwr"), *logging.getLogger("flwr").handlers):
         logger.setLevel(logging.ERROR)
+    if args.path:
+        print("\n".join(path_table(path_of_one_round())))
+        return
     table = rows(args.optax)
     keys = list(table[0])
     print("| " + " | ".join(keys) + " |")
