@@ -157,6 +157,23 @@ def test_where_the_clients_report_no_loss_nothing_shows_harm_and_a_departure_kee
     assert "the replies carry none" in said[0]
 
 
+def test_under_central_dp_the_clients_loss_never_reaches_the_rule(caplog):
+    """Clients that report ``train_loss`` under central DP: the release is the noised mean
+    alone, so the rule is told no loss (each round's NaN), a departure keeps your 5, and the
+    log says why — the clients' own numbers never choose n unnoised."""
+    from eegrad.flower import CentralDP
+
+    caplog.set_level(logging.WARNING, logger="flwr")
+    dp = CentralDP(noise_multiplier=1.0, clipping_norm=10.0, delta=1e-5)
+    strategy = choose_clients(_yours(), rng=0, departure=0.5, privacy=dp)
+    _, arms = _run(strategy, _app(step=0.5, steps=4, noise=0.0, loss=_learning), 0)
+    assert arms == [5] * ROUNDS
+    losses = strategy.state.rule.selector.clients_loss.losses
+    assert len(losses) == ROUNDS
+    assert np.all(np.isnan(losses))
+    assert any("central DP and secure sums never do" in r.getMessage() for r in caplog.records)
+
+
 def _rising(w, mu, rnd):
     """A training loss that falls until round 12, then rises fivefold: harm, as rounds that
     undo the model show it."""
